@@ -1,0 +1,88 @@
+"""The elementwise ops and the semiring of one plan, translated once and keyed for the plan cache."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import UnsupportedOperation
+
+UNARY_ROLES = ("op_a", "op_b", "op_c", "op_out")
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Translated ops (``gett.expr.Expr`` or None for identity) and the semiring.
+
+    ``op_ab`` None means multiply; ``reduce`` None means ``+`` with identity 0. A plan with a custom
+    ``op_ab`` or ``reduce`` runs on the SIMT path.
+    """
+    op_a: object = None
+    op_b: object = None
+    op_c: object = None
+    op_out: object = None
+    op_ab: object = None
+    reduce: object = None
+    reduce_identity: Optional[float] = None
+
+    @property
+    def is_plus_times(self) -> bool:
+        return self.op_ab is None and self.reduce is None
+
+    @property
+    def key(self) -> tuple:
+        def k(e):
+            return None if e is None else e.key
+        return (k(self.op_a), k(self.op_b), k(self.op_c), k(self.op_out), k(self.op_ab), k(self.reduce),
+                None if self.reduce_identity is None else repr(self.reduce_identity))
+
+    def describe(self) -> str:
+        parts = [f"{r}={getattr(self, r).key}" for r in UNARY_ROLES + ("op_ab", "reduce")
+                 if getattr(self, r) is not None]
+        if self.reduce is not None:
+            parts.append(f"identity={self.reduce_identity}")
+        return ", ".join(parts)
+
+
+def _translate(fn, arity, role):
+    from .expr import is_identity, translate
+    expr = translate(fn, arity, role=role)
+    return None if arity == 1 and is_identity(expr) else expr
+
+
+def make_op_spec(descriptors, *, op_a=None, op_b=None, op_c=None, op_out=None, op_ab=None,
+                 reduce=None, compute=None) -> OpSpec:
+    """Translate the user's ops (keyword or carried by a TensorDescriptor) into an :class:`OpSpec`."""
+    given = {"op_a": op_a, "op_b": op_b, "op_c": op_c, "op_out": op_out}
+    for role, tensor in (("op_a", "A"), ("op_b", "B"), ("op_c", "C")):
+        carried = descriptors[tensor].op
+        if carried is not None:
+            if given[role] is not None:
+                raise UnsupportedOperation(
+                    f"{tensor} carries an op in its TensorDescriptor and {role}= was given too; pass one")
+            given[role] = carried
+    if all(v is None for v in given.values()) and op_ab is None and reduce is None:
+        return OpSpec()
+    exprs = {role: None if fn is None else _translate(fn, 1, role) for role, fn in given.items()}
+    ab = None if op_ab is None else _translate(op_ab, 2, "op_ab")
+    red, ident = None, None
+    if reduce is not None:
+        try:
+            fn, ident = reduce
+        except (TypeError, ValueError):
+            raise UnsupportedOperation(
+                "reduce must be a pair (function of two arguments, identity value), e.g. (max, -inf)") from None
+        red = _translate(fn, 2, "reduce")
+        if isinstance(ident, bool) or not isinstance(ident, (int, float)):
+            raise UnsupportedOperation(f"reduce identity must be a number, got {ident!r}")
+        ident = float(ident) if compute is None or compute.accumulator.kind != "i" else _int_identity(
+            ident, compute.accumulator.itemsize)
+    return OpSpec(exprs["op_a"], exprs["op_b"], exprs["op_c"], exprs["op_out"], ab, red, ident)
+
+
+def _int_identity(value, itemsize: int) -> int:
+    """±inf as an integer identity means the type's extreme value."""
+    lo, hi = -(2 ** (8 * itemsize - 1)), 2 ** (8 * itemsize - 1) - 1
+    if isinstance(value, float) and math.isinf(value):
+        return lo if value < 0 else hi
+    return int(value)
