@@ -19,6 +19,8 @@ def flat_view(array: np.ndarray):
     """A 1-D element view of the memory ``array`` spans, and the position of element (0, ..., 0) in it.
 
     Writable exactly when ``array`` is; shares its memory."""
+    if array.ndim == 0:
+        return array.reshape(1), 0
     item = array.itemsize
     lowest = array[tuple(slice(e - 1, e) if s < 0 else slice(0, 1)
                          for e, s in zip(array.shape, array.strides))]

@@ -1,0 +1,214 @@
+"""render_kernel: the small translation unit that instantiates kernels/gett.cuh for one plan.
+
+Everything here is a decision made from the plan and the configuration — which direction each
+operand is loaded along, how wide its vectors are, whether it can be copied asynchronously, which
+way the epilogue walks — written out as C++ types and constants. The device code itself lives in
+``kernels/``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import KernelConfig
+from .modes import GROUPS
+
+_INT_MAX = 2**31 - 1
+_ACC_CTYPE = {"f32": "float", "tf32": "float", "3xtf32": "float", "f64": "double",
+              "c64": "gett::complex<float>", "c128": "gett::complex<double>", "i32": "int", "i64": "long long"}
+KERNEL_NAME = "gett_contraction"
+
+
+@dataclass(frozen=True)
+class OperandLayout:
+    """How one input operand is moved into shared memory."""
+    row_contig: bool    # shared tile [BK][rows] (rows contiguous) instead of [rows][BK]
+    vector: int         # elements per access
+    is_async: bool      # cp.async (no op, ≥ 4 bytes per access) rather than staged through registers
+
+
+def vector_width(plan, tensor: str, group: str, tile_extent: int) -> int:
+    """Widest access (elements, ≤ 16 bytes) along ``group`` that is contiguous, aligned and never
+    crosses the innermost mode: the run of stride-1 elements and every other stride of the tensor
+    must be multiples of it, and so must the data pointer's alignment."""
+    desc = plan.descriptors[tensor]
+    table = plan.tables[group]
+    run = table.contiguous_run(tensor)
+    if run == 1:
+        return 1
+    others = [s for g in GROUPS for i, s in enumerate(plan.tables[g].strides_of(tensor))
+              if not (g == group and i == 0)]
+    v = max(16 // desc.dtype.itemsize, 1)
+    while v > 1:
+        if run % v == 0 and tile_extent % v == 0 and desc.alignment >= v * desc.dtype.itemsize \
+                and all(s % v == 0 for s in others):
+            return v
+        v //= 2
+    return 1
+
+
+def _innermost_stride(plan, tensor: str, group: str) -> int:
+    strides = plan.tables[group].strides_of(tensor)
+    return abs(strides[0]) if strides and strides[0] else 1 << 62
+
+
+def operand_layout(plan, tensor: str, row_group: str, rows: int, bk: int, has_op: bool) -> OperandLayout:
+    """Load along whichever of (rows, K) gives the wider vector; with equal width, along the smaller
+    innermost stride, so a warp's accesses stay as close together as the tensor allows."""
+    v_rows = vector_width(plan, tensor, row_group, rows)
+    v_k = vector_width(plan, tensor, "K", bk)
+    if v_rows != v_k:
+        row_contig = v_rows > v_k
+    else:
+        row_contig = _innermost_stride(plan, tensor, row_group) < _innermost_stride(plan, tensor, "K")
+    v = v_rows if row_contig else v_k
+    itemsize = plan.descriptors[tensor].dtype.itemsize
+    return OperandLayout(row_contig, v, not has_op and v * itemsize >= 4)
+
+
+def d_m_fast(plan) -> bool:
+    """Whether the epilogue should walk m fastest: D's stride-1 mode (or its smaller stride) is in M."""
+    return _innermost_stride(plan, "D", "M") <= _innermost_stride(plan, "D", "N") and plan.m > 1
+
+
+def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) -> int:
+    """Dynamic shared memory of the kernel; mirrors gett::Gett::SMEM_BYTES (the TU static_asserts it)."""
+    def stage_elems(layout, rows, itemsize):
+        pad = max(16 // itemsize, 1)
+        return cfg.bk * (rows + pad) if layout.row_contig else rows * (cfg.bk + pad)
+    ia = plan.descriptors["A"].dtype.itemsize
+    ib = plan.descriptors["B"].dtype.itemsize
+    pipe = cfg.stages * (stage_elems(a, cfg.bm, ia) * ia + stage_elems(b, cfg.bn, ib) * ib)
+    acc = plan.compute_type.accumulator.itemsize
+    fast = d_m_fast(plan)
+    tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + 1) * acc
+    offset = 4 if plan.offset_bits == 32 else 8
+    epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
+    return max(pipe, epi)
+
+
+def _table_type(plan, group: str, tensor: str) -> str:
+    t = plan.tables[group]
+    modes = "".join(f", gett::Mode<{e}, {d}, {s}>" for e, d, s in zip(t.extents, t.divisors, t.strides_of(tensor)))
+    return f"gett::Table<Offset{modes}>"
+
+
+def _index_type(size: int) -> str:
+    return "int" if size <= _INT_MAX else "long long"
+
+
+def _op_struct(name: str, expr, acc: str) -> str:
+    if expr is None:
+        return f"using {name} = gett::Identity;"
+    fn = f"{name.lower()}_fn"
+    return (f"{expr.render_cuda(fn, acc)}\n"
+            f"struct {name} {{\n  static constexpr bool is_identity = false;\n"
+            f"  __device__ __forceinline__ {acc} operator()({acc} x) const {{ return {fn}(x); }}\n}};")
+
+
+def _literal(value, acc: str) -> str:
+    if acc in ("int", "long long"):
+        return f"({acc})({int(value)}LL)"
+    inf = {"float": "__int_as_float(0x7f800000)", "double": "__longlong_as_double(0x7ff0000000000000LL)"}
+    if value in (float("inf"), float("-inf")):
+        return ("-" if value < 0 else "") + inf[acc]
+    return f"({acc})({float(value)!r})"
+
+
+def _semiring(plan, acc: str) -> str:
+    ops = plan.ops
+    if ops.is_plus_times:
+        return "using Semiring = gett::PlusTimes;"
+    parts = []
+    mul, add = "a * b", "acc + p"
+    if ops.op_ab is not None:
+        parts.append(ops.op_ab.render_cuda("semiring_mul", acc))
+        mul = "semiring_mul(a, b)"
+    if ops.reduce is not None:
+        parts.append(ops.reduce.render_cuda("semiring_add", acc))
+        add = "semiring_add(acc, p)"
+    ident = _literal(ops.reduce_identity if ops.reduce is not None else 0, acc)
+    parts.append(
+        "struct Semiring {\n  static constexpr bool mask_k = true;\n"
+        f"  template <class T> __device__ __forceinline__ static T identity() {{ return {ident}; }}\n"
+        f"  template <class T> __device__ __forceinline__ static T mul(T a, T b) {{ return {mul}; }}\n"
+        f"  template <class T> __device__ __forceinline__ static T add(T acc, T p) {{ return {add}; }}\n}};")
+    return "\n".join(parts)
+
+
+def render_kernel(plan, cfg: KernelConfig) -> tuple:
+    """Return (source, shared_bytes, threads) of the translation unit for ``plan`` under ``cfg``."""
+    cfg.validate()
+    d = plan.descriptors
+    acc = _ACC_CTYPE[plan.compute_type.name]
+    ops = plan.ops
+    la = operand_layout(plan, "A", "M", cfg.bm, cfg.bk, ops.op_a is not None)
+    lb = operand_layout(plan, "B", "N", cfg.bn, cfg.bk, ops.op_b is not None)
+    smem = shared_bytes(plan, cfg, la, lb)
+    threads = cfg.threads
+    offset = "int" if plan.offset_bits == 32 else "long long"
+    tables = "\n".join(f"  using {t}{g} = {_table_type(plan, g, t)};"
+                       for t, groups in (("A", "MKL"), ("B", "NKL"), ("C", "MNL"), ("D", "MNL"))
+                       for g in groups)
+    if cfg.math == "simt":
+        math = (f"gett::SimtMath<{acc}, Semiring, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {threads}, "
+                f"{cfg.tm}, {cfg.tn}>")
+        header = "math_simt.cuh"
+    elif cfg.math == "mma16":
+        math = f"gett::Mma16Math<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.wm}, {cfg.wn}>"
+        header = "math_mma.cuh"
+    elif cfg.math in ("tf32", "3xtf32"):
+        split = "true" if cfg.math == "3xtf32" else "false"
+        math = f"gett::Tf32Math<LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.wm}, {cfg.wn}, {split}>"
+        header = "math_mma.cuh"
+    else:
+        math = f"gett::F64Math<LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.wm}, {cfg.wn}>"
+        header = "math_mma.cuh"
+
+    def loader(t, layout, rows_group, rows, op):
+        return (f"gett::TileLoader<Problem::T{t}, {acc}, Problem::Offset, Problem::Index{rows_group}, "
+                f"Problem::IndexK, Problem::{t}{rows_group}, Problem::{t}K, {op}, {rows}, {cfg.bk}, {threads}, "
+                f"{'true' if layout.row_contig else 'false'}, {layout.vector}, "
+                f"{'true' if layout.is_async else 'false'}>")
+
+    uses_ops = any(getattr(ops, r) is not None for r in ("op_a", "op_b", "op_c", "op_out", "op_ab", "reduce"))
+    src = f"""// Generated by gett for: {plan.signature[0]}  config {cfg.key()}
+#include "gett.cuh"
+#include "{header}"
+{'#include "elementwise.cuh"' if uses_ops else ''}
+
+namespace {{
+{_op_struct("OpA", ops.op_a, acc)}
+{_op_struct("OpB", ops.op_b, acc)}
+{_op_struct("OpC", ops.op_c, acc)}
+{_op_struct("OpOut", ops.op_out, acc)}
+{_semiring(plan, acc)}
+
+struct Problem {{
+  using TA = {d['A'].dtype.ctype};
+  using TB = {d['B'].dtype.ctype};
+  using TC = {d['C'].dtype.ctype};
+  using TD = {d['D'].dtype.ctype};
+  using Acc = {acc};
+  using Offset = {offset};
+  using IndexM = {_index_type(plan.m)};
+  using IndexN = {_index_type(plan.n)};
+  using IndexK = {_index_type(plan.k)};
+  using IndexL = {_index_type(plan.batch)};
+  static constexpr long long M = {plan.m}, N = {plan.n}, K = {plan.k}, L = {plan.batch};
+{tables}
+}};
+
+using LoadA = {loader("A", la, "M", cfg.bm, "OpA")};
+using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
+using Math = {math};
+using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if d_m_fast(plan) else 'false'}>;
+static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
+}}  // namespace
+
+extern "C" __global__ void __launch_bounds__({threads}) {KERNEL_NAME}(
+    const Problem::TA* A, const Problem::TB* B, const Problem::TC* C, Problem::TD* D, Problem::Acc alpha,
+    Problem::Acc beta) {{
+  Kernel::run(A, B, C, D, alpha, beta);
+}}
+"""
+    return src, smem, threads

@@ -1,0 +1,106 @@
+"""Kernel configurations: the tunable shape of a generated kernel, and the default heuristic.
+
+A :class:`KernelConfig` fixes the math path, the CTA tile (BM x BN x BK), how warps or threads split
+it, the pipeline depth and the rasterisation group. Everything else a kernel needs (vector widths,
+shared-memory layouts, index tables) follows from the plan in :mod:`gett.codegen`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+MATH_PATHS = ("mma16", "tf32", "3xtf32", "f64mma", "simt")
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """``math``: one of MATH_PATHS. ``wm``/``wn``: warp tile (tensor-core paths); ``tm``/``tn``:
+    per-thread tile (SIMT path). ``threads`` follows: warps = (bm/wm)·(bn/wn), or (bm/tm)·(bn/tn)."""
+    math: str
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    wm: int = 0
+    wn: int = 0
+    tm: int = 0
+    tn: int = 0
+    group_m: int = 8
+
+    @property
+    def threads(self) -> int:
+        if self.math == "simt":
+            return (self.bm // self.tm) * (self.bn // self.tn)
+        return 32 * (self.bm // self.wm) * (self.bn // self.wn)
+
+    def validate(self) -> None:
+        if self.math not in MATH_PATHS:
+            raise ValueError(f"unknown math path {self.math!r}; choose from {MATH_PATHS}")
+        if self.stages < 2:
+            raise ValueError(f"stages must be ≥ 2, got {self.stages}")
+        if self.math == "simt":
+            if self.bm % self.tm or self.bn % self.tn:
+                raise ValueError(f"thread tile {self.tm}x{self.tn} does not divide {self.bm}x{self.bn}")
+        else:
+            step_m, step_n, step_k = {"mma16": (16, 16, 16), "tf32": (16, 8, 8), "3xtf32": (16, 8, 8),
+                                      "f64mma": (8, 8, 4)}[self.math]
+            if self.bm % self.wm or self.bn % self.wn or self.wm % step_m or self.wn % step_n \
+                    or self.bk % step_k:
+                raise ValueError(f"tile {self.bm}x{self.bn}x{self.bk} with warp tile {self.wm}x{self.wn} "
+                                 f"does not fit the {self.math} instruction shape")
+        if not 32 <= self.threads <= 1024 or self.threads % 32:
+            raise ValueError(f"configuration gives {self.threads} threads per CTA")
+
+    def key(self) -> str:
+        t = f"w{self.wm}x{self.wn}" if self.math != "simt" else f"t{self.tm}x{self.tn}"
+        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}_{t}_g{self.group_m}"
+
+
+def math_path(plan) -> str:
+    """The instruction family a plan's dtypes, compute type and semiring call for."""
+    dtype = plan.descriptors["A"].dtype.name
+    if not plan.ops.is_plus_times:
+        return "simt"
+    if dtype in ("f16", "bf16"):
+        return "mma16"
+    if plan.compute_type.name in ("tf32", "3xtf32"):
+        return plan.compute_type.name
+    if dtype == "f64":
+        return "f64mma"
+    return "simt"
+
+
+def _fit(extent: int, choices) -> int:
+    """Smallest tile from ``choices`` (ascending) that covers ``extent``, else the largest."""
+    for c in choices:
+        if extent <= c:
+            return c
+    return choices[-1]
+
+
+def default_config(plan) -> KernelConfig:
+    """The heuristic: tile sizes from the GEMM extents, so skinny dimensions waste little of a tile."""
+    path = math_path(plan)
+    m, n = plan.m, plan.n
+    if path == "mma16":
+        bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
+        wm = 64 if bm == 128 and bn == 128 else 32
+        wn = 32
+        return KernelConfig(path, bm, bn, 32, 3, wm=wm, wn=wn)
+    if path in ("tf32", "3xtf32"):
+        bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
+        wm = 64 if bm == 128 and bn == 128 else 32
+        return KernelConfig(path, bm, bn, 16, 4, wm=wm, wn=32)
+    if path == "f64mma":
+        bm, bn = _fit(m, (32, 64)), _fit(n, (32, 64))
+        return KernelConfig(path, bm, bn, 16, 3, wm=32, wn=32)
+    itemsize = plan.compute_type.accumulator.itemsize
+    bk = 8 if itemsize >= 16 else 16
+    stages = 2 if itemsize >= 16 else 3
+    bm, bn = _fit(m, (32, 64)), _fit(n, (32, 64))
+    return KernelConfig("simt", bm, bn, bk, stages, tm=bm // 16, tn=bn // 16)
+
+
+def with_overrides(config: KernelConfig, **changes) -> KernelConfig:
+    new = replace(config, **changes)
+    new.validate()
+    return new

@@ -1,0 +1,100 @@
+"""build_kernel: render, compile (NVRTC → cubin, disk-cached) and describe a plan's kernel.
+
+Compiling needs NVRTC but no GPU, so kernels can be built ahead for a named architecture.
+Loading and launching is in :mod:`gett.launch`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .codegen import KERNEL_NAME, render_kernel
+from .config import KernelConfig, default_config
+from .errors import DeviceError
+from .nvrtc import ResourceUsage
+
+# Dynamic shared memory a CTA may opt into, per compute capability (CUDA programming guide).
+_MAX_SHARED = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
+               100: 227 * 1024, 120: 99 * 1024}
+
+
+def kernels_dir() -> Path:
+    """The folder holding the device headers: ``gett/kernels`` in a wheel, ``kernels/`` in the repo."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "kernels", here.parent / "kernels"):
+        if (candidate / "gett.cuh").is_file():
+            return candidate
+    raise FileNotFoundError("gett's device headers (gett.cuh) are missing from the installation")
+
+
+def arch_number(arch: str) -> int:
+    digits = "".join(ch for ch in str(arch) if ch.isdigit())
+    if not digits:
+        raise DeviceError(f"cannot read an architecture from {arch!r}; use e.g. 'sm_90'")
+    return int(digits)
+
+
+def current_arch() -> str:
+    """``sm_XY`` of the current CUDA device; raises DeviceError without one."""
+    try:
+        import cupy
+        major, minor = cupy.cuda.Device().compute_capability[:1], cupy.cuda.Device().compute_capability[1:]
+    except Exception as e:  # no CuPy, no driver, or no device
+        raise DeviceError(f"no CUDA device is available ({type(e).__name__}: {e}); pass device_arch= to "
+                          f"compile ahead, or use numpy arrays for the reference executor") from None
+    return f"sm_{major}{minor}"
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """What the compiler made of a kernel: resources per thread and CTA, and how long it took."""
+    arch: str
+    config: str
+    threads: int
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+    shared_bytes: int       # dynamic shared memory per CTA
+    compile_seconds: float
+    from_cache: bool
+
+    def __str__(self) -> str:
+        return (f"{self.arch} {self.config}: {self.threads} threads, {self.registers} registers, "
+                f"spills {self.spill_stores}/{self.spill_loads} B, stack {self.stack_bytes} B, "
+                f"smem {self.shared_bytes} B, compiled in {self.compile_seconds:.2f} s"
+                f"{' (cache)' if self.from_cache else ''}")
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    source: str
+    cubin_path: Path
+    config: KernelConfig
+    shared_bytes: int
+    threads: int
+    report: KernelReport
+    name: str = KERNEL_NAME
+
+
+def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel:
+    """Compile ``plan``'s kernel for ``arch`` with ``config`` (default: the plan's override or the
+    heuristic), lowering the pipeline depth until the shared memory fits the architecture."""
+    from .kernel_cache import compile_cached
+    cfg = config or plan.config_override or default_config(plan)
+    limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
+    source, smem, threads = render_kernel(plan, cfg)
+    while smem > limit and cfg.stages > 2:
+        cfg = KernelConfig(**{**cfg.__dict__, "stages": cfg.stages - 1})
+        source, smem, threads = render_kernel(plan, cfg)
+    if smem > limit:
+        raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
+    cached = compile_cached(source, arch=arch, name=f"gett_{cfg.key()}.cu",
+                            include_dirs=[str(kernels_dir())])
+    usage = cached.resources.get(KERNEL_NAME)
+    if usage is None:   # an NVRTC that printed no ptxas report: resources are unknown (-1)
+        usage = ResourceUsage(-1, -1, -1, -1, 0, 0)
+    report = KernelReport(cached.arch, cfg.key(), threads, usage.registers, usage.spill_stores,
+                          usage.spill_loads, usage.stack_bytes, smem + usage.shared_bytes,
+                          cached.compile_seconds, cached.from_cache)
+    return CompiledKernel(source, cached.path, cfg, smem, threads, report)

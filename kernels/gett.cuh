@@ -1,0 +1,144 @@
+// The GETT kernel: one CTA computes a BM x BN tile of D for one batch index, reading A and B through
+// their index tables (no transposition, no padding) with a STAGES-deep pipeline, then writes
+// D = op_out(alpha * acc + beta * op_c(C)) through shared memory so stores run along D's
+// stride-1 mode.
+//
+// A generated translation unit (gett/codegen.py) defines a Problem (types, extents, index tables
+// as gett::Table types), the loaders, the math policy and the ops, then instantiates run().
+#pragma once
+#include "copy.cuh"
+#include "layout.cuh"
+#include "loader.cuh"
+#include "types.cuh"
+
+namespace gett {
+
+// Problem must provide: TA TB TC TD Acc Offset; M N K L (long long); tables AM AK AL BN BK BL CM CN CL
+// DM DN DL; index types IndexM IndexN IndexL. Tile: BM BN BK STAGES THREADS GROUP_M; D_M_FAST says
+// whether D's stride-1 mode lies in M (then the epilogue walks m fastest).
+template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
+          int STAGES, int THREADS, int GROUP_M, bool D_M_FAST>
+struct Gett {
+  using Acc = typename P::Acc;
+  using Offset = typename P::Offset;
+  static constexpr int A_STAGE_BYTES = LoadA::STAGE_ELEMS * int(sizeof(typename P::TA));
+  static constexpr int B_STAGE_BYTES = LoadB::STAGE_ELEMS * int(sizeof(typename P::TB));
+  static constexpr int PIPE_BYTES = STAGES * (A_STAGE_BYTES + B_STAGE_BYTES);
+  static constexpr int EPI_LD = D_M_FAST ? BM + 1 : BN + 1;   // odd pitch: column walks hit all banks
+  static constexpr int EPI_TILE_BYTES = (D_M_FAST ? BN : BM) * EPI_LD * int(sizeof(Acc));
+  static constexpr int EPI_TILE_ALIGNED = (EPI_TILE_BYTES + 15) / 16 * 16;
+  static constexpr int EPI_BYTES = EPI_TILE_ALIGNED + 2 * (BM + BN) * int(sizeof(Offset));
+  static constexpr int SMEM_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
+
+  __device__ __forceinline__ static void run(const typename P::TA* __restrict__ A,
+                                             const typename P::TB* __restrict__ B,
+                                             const typename P::TC* __restrict__ C,
+                                             typename P::TD* __restrict__ D, Acc alpha, Acc beta) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int tid = threadIdx.x;
+
+    // Tile coordinates: batches outermost; inside a batch GROUP_M row-tiles sweep the columns
+    // together so neighbouring CTAs share A and B tiles in L2.
+    constexpr long long tiles_m = (P::M + BM - 1) / BM, tiles_n = (P::N + BN - 1) / BN;
+    const long long tile = (long long)blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    if (tile >= tiles_m * tiles_n * P::L) return;
+    const long long l = tile / (tiles_m * tiles_n);
+    const long long t = tile % (tiles_m * tiles_n);
+    const long long group = t / (GROUP_M * tiles_n);
+    const long long first_m = group * GROUP_M;
+    const long long group_rows = (tiles_m - first_m) < GROUP_M ? (tiles_m - first_m) : GROUP_M;
+    const long long in_group = t % (GROUP_M * tiles_n);
+    const long long m0 = (first_m + in_group % group_rows) * BM;
+    const long long n0 = (in_group / group_rows) * BN;
+
+    const typename P::IndexL li = typename P::IndexL(l);
+    A += P::AL::offset(li);
+    B += P::BL::offset(li);
+    C += P::CL::offset(li);
+    D += P::DL::offset(li);
+
+    auto* sA = reinterpret_cast<typename P::TA*>(smem);
+    auto* sB = reinterpret_cast<typename P::TB*>(smem + STAGES * A_STAGE_BYTES);
+    LoadA load_a;
+    LoadB load_b;
+    load_a.init(A, m0, P::M, P::K, tid);
+    load_b.init(B, n0, P::N, P::K, tid);
+    Math math;
+    math.init(tid);
+
+    constexpr int k_tiles = int((P::K + BK - 1) / BK);
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < k_tiles) {
+        load_a.issue(sA + s * LoadA::STAGE_ELEMS, s);
+        load_b.issue(sB + s * LoadB::STAGE_ELEMS, s);
+        load_a.store(sA + s * LoadA::STAGE_ELEMS);
+        load_b.store(sB + s * LoadB::STAGE_ELEMS);
+      }
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      // Refill the stage consumed in the previous iteration: every thread has passed the barrier.
+      const int next = kt + STAGES - 1;
+      const int next_stage = next % STAGES;
+      if (next < k_tiles) {
+        load_a.issue(sA + next_stage * LoadA::STAGE_ELEMS, next);
+        load_b.issue(sB + next_stage * LoadB::STAGE_ELEMS, next);
+      }
+      cp_async_commit();
+      const int stage = kt % STAGES;
+      const long long k_left = P::K - (long long)kt * BK;
+      math.compute(sA + stage * LoadA::STAGE_ELEMS, sB + stage * LoadB::STAGE_ELEMS,
+                   k_left < BK ? int(k_left) : BK);
+      if (next < k_tiles) {
+        load_a.store(sA + next_stage * LoadA::STAGE_ELEMS);
+        load_b.store(sB + next_stage * LoadB::STAGE_ELEMS);
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    epilogue(math, C, D, m0, n0, alpha, beta, tid);
+  }
+
+  __device__ __forceinline__ static void epilogue(const Math& math, const typename P::TC* __restrict__ C,
+                                                  typename P::TD* __restrict__ D, long long m0, long long n0,
+                                                  Acc alpha, Acc beta, int tid) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    Acc* tile = reinterpret_cast<Acc*>(smem);
+    Offset* row_c = reinterpret_cast<Offset*>(smem + EPI_TILE_ALIGNED);
+    Offset* row_d = row_c + BM;
+    Offset* col_c = row_d + BM;
+    Offset* col_d = col_c + BN;
+    const bool read_c = !(beta == zero<Acc>());   // beta == 0 never reads C (it may hold NaN)
+    for (int r = tid; r < BM; r += THREADS) {
+      const long long m = m0 + r;
+      if (m < P::M) {
+        row_c[r] = P::CM::offset(typename P::IndexM(m));
+        row_d[r] = P::DM::offset(typename P::IndexM(m));
+      }
+    }
+    for (int c = tid; c < BN; c += THREADS) {
+      const long long n = n0 + c;
+      if (n < P::N) {
+        col_c[c] = P::CN::offset(typename P::IndexN(n));
+        col_d[c] = P::DN::offset(typename P::IndexN(n));
+      }
+    }
+    math.for_each([&](int r, int c, Acc v) { tile[D_M_FAST ? c * EPI_LD + r : r * EPI_LD + c] = v; });
+    __syncthreads();
+    const int rows = (P::M - m0) < BM ? int(P::M - m0) : BM;
+    const int cols = (P::N - n0) < BN ? int(P::N - n0) : BN;
+    for (int e = tid; e < BM * BN; e += THREADS) {
+      const int r = D_M_FAST ? e % BM : e / BN;
+      const int c = D_M_FAST ? e / BM : e % BN;
+      if (r >= rows || c >= cols) continue;
+      Acc v = alpha * tile[D_M_FAST ? c * EPI_LD + r : r * EPI_LD + c];
+      if (read_c) v = v + beta * OpC{}(convert<Acc>(C[row_c[r] + col_c[c]]));
+      D[row_d[r] + col_d[c]] = convert<typename P::TD>(OpOut{}(v));
+    }
+  }
+};
+
+}  // namespace gett

@@ -1,0 +1,116 @@
+// Global -> shared tile loader for one operand (A: rows are M, B: rows are N), driven by index tables.
+//
+// The shared tile is stored along the operand's contiguous global direction: ROW_CONTIG tiles are
+// [BK][BR + PAD] (rows contiguous), others [BR][BK + PAD] (K contiguous), so each thread moves V
+// consecutive elements as one access and neighbouring threads cover neighbouring memory. PAD keeps
+// 16-byte alignment and spreads ldmatrix rows over all banks. ASYNC loaders use cp.async (4/8/16-byte
+// copies, zero-filled out of range); the others stage through registers, which lets them apply an
+// elementwise op once per loaded element and handle 2-byte scalars.
+#pragma once
+#include "copy.cuh"
+#include "types.cuh"
+
+namespace gett {
+
+template <class T, class Acc, class Offset, class RowIndex, class KIndex, class RowTable, class KTable,
+          class Op, int BR, int BK, int THREADS, bool ROW_CONTIG, int V, bool ASYNC>
+struct TileLoader {
+  static constexpr bool kRowContig = ROW_CONTIG;
+  static constexpr int PAD = (16 / int(sizeof(T))) > 0 ? 16 / int(sizeof(T)) : 1;
+  static constexpr int LD = ROW_CONTIG ? BR + PAD : BK + PAD;        // elements between shared rows
+  static constexpr int STAGE_ELEMS = ROW_CONTIG ? BK * LD : BR * LD;
+  static constexpr int LINE = ROW_CONTIG ? BR : BK;                  // contiguous extent of the tile
+  static constexpr int VPL = LINE / V;                               // vectors per contiguous line
+  static constexpr int NVEC = BR * BK / V;
+  static constexpr int ITERS = (NVEC + THREADS - 1) / THREADS;
+  static constexpr bool kFixedLinePos = THREADS % VPL == 0;          // a thread's position in a line never moves
+  static_assert(LINE % V == 0, "tile extent must be a multiple of the vector width");
+  static_assert(ASYNC ? sizeof(T) * V >= 4 : true, "cp.async moves at least 4 bytes");
+  using Vector = Vec<T, V>;
+
+  const T* base;
+  long long k_extent;
+  int tid;
+  Offset row_off[ITERS];
+  bool row_ok[ITERS];
+  Vector staged[ASYNC ? 1 : ITERS];
+  bool staged_ok[ASYNC ? 1 : ITERS];
+
+  // Coordinates of this thread's i-th vector inside the tile: (row r, depth kk).
+  __device__ __forceinline__ void coords(int i, int& r, int& kk) const {
+    int v = tid + i * THREADS;
+    int line = v / VPL, pos = (v % VPL) * V;
+    if constexpr (kFixedLinePos) {
+      line = tid / VPL + i * (THREADS / VPL);
+      pos = (tid % VPL) * V;
+    }
+    if constexpr (ROW_CONTIG) { r = pos; kk = line; } else { r = line; kk = pos; }
+  }
+
+  __device__ __forceinline__ bool in_tile(int i) const {
+    return NVEC % THREADS == 0 || tid + i * THREADS < NVEC;
+  }
+
+  __device__ __forceinline__ void init(const T* base_, long long row0, long long row_extent,
+                                       long long k_extent_, int tid_) {
+    base = base_;
+    k_extent = k_extent_;
+    tid = tid_;
+#pragma unroll
+    for (int i = 0; i < ITERS; ++i) {
+      int r, kk;
+      coords(i, r, kk);
+      const long long row = row0 + r;
+      row_ok[i] = in_tile(i) && row < row_extent;
+      row_off[i] = row_ok[i] ? RowTable::offset(RowIndex(row)) : Offset(0);
+    }
+  }
+
+  __device__ __forceinline__ int smem_index(int r, int kk) const {
+    return ROW_CONTIG ? kk * LD + r : r * LD + kk;
+  }
+
+  // Start loading K tile `kt` into `stage` (async copies, or loads into registers).
+  __device__ __forceinline__ void issue(T* stage, int kt) {
+    const long long k0 = (long long)kt * BK;
+#pragma unroll
+    for (int i = 0; i < ITERS; ++i) {
+      int r, kk;
+      coords(i, r, kk);
+      const long long k = k0 + kk;
+      const bool ok = row_ok[i] && k < k_extent;
+      const T* src = ok ? base + row_off[i] + KTable::offset(KIndex(k)) : base;
+      if constexpr (ASYNC) {
+        if (in_tile(i)) cp_async<sizeof(Vector)>(stage + smem_index(r, kk), src, ok);
+      } else {
+        staged_ok[i] = ok;
+        if (ok) staged[i] = *reinterpret_cast<const Vector*>(src);
+      }
+    }
+  }
+
+  // Register-staged loaders write their tile now (after the math, so the loads had time to land):
+  // the op is applied once per element, and out-of-range elements become 0.
+  __device__ __forceinline__ void store(T* stage) {
+    if constexpr (!ASYNC) {
+#pragma unroll
+      for (int i = 0; i < ITERS; ++i) {
+        int r, kk;
+        coords(i, r, kk);
+        if (!in_tile(i)) continue;
+        Vector out;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          if constexpr (Op::is_identity) {
+            out.v[e] = staged_ok[i] ? staged[i].v[e] : zero<T>();
+          } else {
+            out.v[e] = staged_ok[i] ? convert<T>(Op{}(convert<Acc>(staged[i].v[e]))) : zero<T>();
+          }
+        }
+        *reinterpret_cast<Vector*>(stage + smem_index(r, kk)) = out;
+      }
+    }
+  }
+};
+
+}  // namespace gett

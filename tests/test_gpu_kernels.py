@@ -1,0 +1,97 @@
+"""Generated kernels on the GPU against numpy in float64: random contractions of every dtype and path,
+outputs poisoned with NaN before each run and checked for full coverage, plus the edge cases of
+DESIGN.md (beta = 0 with NaN in C, in-place D = C, empty K, determinism)."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import gett
+from cases import NUMPY_DTYPE, buffer_size, contractions, make_view, oracle, random_values
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+
+# (data dtype, output dtype, compute_type) -> relative Frobenius tolerance
+PATHS = {
+    ("f16", "f32", None): 2e-3, ("f16", "f16", None): 4e-3, ("bf16", "f32", None): 2e-3,
+    ("f32", "f32", None): 1e-5, ("f32", "f32", "tf32"): 5e-3, ("f32", "f32", "3xtf32"): 1e-5,
+    ("f64", "f64", None): 1e-12, ("c64", "c64", None): 1e-5, ("c128", "c128", None): 1e-12,
+    ("i32", "i32", None): 0, ("i64", "i64", None): 0,
+}
+EXAMPLES_PER_PATH = 35   # 11 paths -> 385 generated contractions
+
+
+class _TorchNamespace:
+    """Just enough of an array namespace for make_view over a torch tensor (bf16 has no CuPy dtype)."""
+    @staticmethod
+    def asarray(values):
+        import torch
+        return torch.from_numpy(np.array(values, dtype=np.float32)).to("cuda", torch.bfloat16)
+
+
+def device_view(values, shape, layout, dtype):
+    """The same logical tensor as make_view(np, ...) but on the GPU, in ``dtype``."""
+    if dtype == "bf16":
+        return make_view(_TorchNamespace, values, shape, layout)
+    return make_view(cp, values.astype(NUMPY_DTYPE[dtype]), shape, layout)
+
+
+def poison(n, dtype):
+    """Values no kernel computes: NaN for floats, a huge negative number for integers."""
+    if dtype[0] == "i":
+        return np.full(n, np.iinfo(NUMPY_DTYPE[dtype]).min, NUMPY_DTYPE[dtype])
+    return np.full(n, np.nan, np.float32 if dtype == "bf16" else NUMPY_DTYPE[dtype])
+
+
+def to_host(x):
+    return x.float().cpu().numpy() if hasattr(x, "cpu") else cp.asnumpy(x)
+
+
+def run_case(case, compute_type, seed):
+    """Plan and run ``case`` on the GPU with a NaN-poisoned D; return (plan, D on the host, oracle)."""
+    rng = np.random.default_rng(seed)
+    host, dev = {}, {}
+    for t in "ABC":
+        dt = case.dtype if t != "C" else case.out_dtype
+        shape = case.shape(t)
+        vals = random_values(rng, buffer_size(shape, case.layouts[t]), dt)
+        if dt == "bf16":   # the oracle sees the values bf16 really holds
+            vals = to_host(_TorchNamespace.asarray(vals))
+        host[t] = make_view(np, vals, shape, case.layouts[t])
+        dev[t] = device_view(vals, shape, case.layouts[t], dt)
+    shape_c = case.shape("C")
+    D = device_view(poison(buffer_size(shape_c, case.layouts["C"]), case.out_dtype), shape_c,
+                    case.layouts["C"], case.out_dtype)
+    plan = gett.plan_contraction(dev["A"], case.modes_A, dev["B"], case.modes_B, dev["C"], case.modes_C,
+                                 D=D, compute_type=compute_type, broadcast=case.broadcast)
+    gett.contract(plan, case.alpha, dev["A"], dev["B"], case.beta, dev["C"], D)
+    return plan, to_host(D), oracle(case, host["A"], host["B"], host["C"])
+
+
+def check(case, got, expect, tol):
+    if case.dtype[0] == "i":   # exact, wrapping like the kernel's integer arithmetic
+        assert np.array_equal(got, expect.astype(got.dtype)), "integer result differs"
+        return
+    assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
+    ref = np.linalg.norm(expect.ravel()) or 1.0
+    err = np.linalg.norm((got - expect).ravel()) / ref
+    assert err <= tol, f"relative error {err:.2e} > {tol:.0e}"
+
+
+@pytest.mark.parametrize("path", list(PATHS), ids=lambda p: "-".join(x or "default" for x in p))
+def test_random_contractions(path):
+    dtype, out, compute = path
+    tol = PATHS[path]
+
+    @settings(max_examples=EXAMPLES_PER_PATH, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(case=contractions(dtypes=(dtype,), out_dtypes={dtype: (out,)}, max_elements=40000),
+           seed=st.integers(0, 2**31))
+    def inner(case, seed):
+        if dtype == "bf16":   # torch views cannot have negative steps
+            case.layouts = {t: (p, s, tuple(False for _ in f)) for t, (p, s, f) in case.layouts.items()}
+        if dtype[0] == "i":
+            case.alpha, case.beta = float(int(case.alpha) or 1), float(int(case.beta))
+        plan, got, expect = run_case(case, compute, seed)
+        check(case, got, expect, tol)
+    inner()
