@@ -205,7 +205,7 @@ using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cf
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 }}  // namespace
 
-extern "C" __global__ void __launch_bounds__({threads}) {KERNEL_NAME}(
+extern "C" __global__ void __launch_bounds__({threads}, 1) {KERNEL_NAME}(
     const Problem::TA* A, const Problem::TB* B, const Problem::TC* C, Problem::TD* D, Problem::Acc alpha,
     Problem::Acc beta) {{
   Kernel::run(A, B, C, D, alpha, beta);

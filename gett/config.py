@@ -77,6 +77,14 @@ def _fit(extent: int, choices) -> int:
     return choices[-1]
 
 
+def _scalar_staging(plan, bm: int, bn: int) -> bool:
+    """Whether an operand is loaded one element at a time through registers (no vector access)."""
+    from .codegen import operand_layout
+    a = operand_layout(plan, "A", "M", bm, 32, plan.ops.op_a is not None)
+    b = operand_layout(plan, "B", "N", bn, 32, plan.ops.op_b is not None)
+    return any(x.vector == 1 and not x.is_async for x in (a, b))
+
+
 def default_config(plan) -> KernelConfig:
     """The heuristic: tile sizes from the GEMM extents, so skinny dimensions waste little of a tile."""
     path = math_path(plan)
@@ -84,8 +92,9 @@ def default_config(plan) -> KernelConfig:
     if path == "mma16":
         bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32
-        wn = 32
-        return KernelConfig(path, bm, bn, 32, 3, wm=wm, wn=wn)
+        # element-wise register staging holds BK/8 times more values per thread: halve the depth
+        bk = 16 if _scalar_staging(plan, bm, bn) else 32
+        return KernelConfig(path, bm, bn, bk, 3, wm=wm, wn=32)
     if path in ("tf32", "3xtf32"):
         bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32
@@ -94,8 +103,8 @@ def default_config(plan) -> KernelConfig:
         bm, bn = _fit(m, (32, 64)), _fit(n, (32, 64))
         return KernelConfig(path, bm, bn, 16, 3, wm=32, wn=32)
     itemsize = plan.compute_type.accumulator.itemsize
-    bk = 8 if itemsize >= 16 else 16
-    stages = 2 if itemsize >= 16 else 3
+    bk = 4 if itemsize >= 16 else 16   # complex128: a deeper k step spills under ptxas 13
+    stages = 3
     bm, bn = _fit(m, (32, 64)), _fit(n, (32, 64))
     return KernelConfig("simt", bm, bn, bk, stages, tm=bm // 16, tn=bn // 16)
 

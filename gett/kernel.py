@@ -5,7 +5,9 @@ Loading and launching is in :mod:`gett.launch`.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .codegen import KERNEL_NAME, render_kernel
@@ -25,6 +27,17 @@ def kernels_dir() -> Path:
         if (candidate / "gett.cuh").is_file():
             return candidate
     raise FileNotFoundError("gett's device headers (gett.cuh) are missing from the installation")
+
+
+@lru_cache(maxsize=1)
+def headers_digest() -> str:
+    """Hash of every device header: part of each kernel's source, so the disk cache never serves a
+    cubin built from older headers."""
+    h = hashlib.sha256()
+    for path in sorted(kernels_dir().glob("*.cuh")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def arch_number(arch: str) -> int:
@@ -89,6 +102,7 @@ def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel
         source, smem, threads = render_kernel(plan, cfg)
     if smem > limit:
         raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
+    source = f"// device headers {headers_digest()}\n{source}"
     cached = compile_cached(source, arch=arch, name=f"gett_{cfg.key()}.cu",
                             include_dirs=[str(kernels_dir())])
     usage = cached.resources.get(KERNEL_NAME)

@@ -24,7 +24,7 @@ struct SimtMath {
 
   template <class TA, class TB>
   __device__ __forceinline__ void compute(const TA* sA, const TB* sB, int k_valid) {
-#pragma unroll 4
+#pragma unroll
     for (int k = 0; k < BK; ++k) {
       if (Semiring::mask_k && k >= k_valid) break;   // padding must not enter a custom reduction
       Acc a[TM], b[TN];

@@ -1,0 +1,130 @@
+"""Every kernel variant the planner can choose compiles with NVRTC for sm_80 and sm_90 with zero spills
+(no GPU needed), and the generated source makes the decisions the plan implies."""
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import gett
+from gett.codegen import operand_layout, render_kernel
+from gett.config import KernelConfig, default_config, math_path
+from gett.kernel import build_kernel
+
+ARCHS = ("sm_80", "sm_90")
+PATHS = {  # math path -> (data dtype, output dtype, compute_type)
+    "mma16-f16": ("f16", "f32", None), "mma16-f16out": ("f16", "f16", None), "mma16-bf16": ("bf16", "f32", None),
+    "tf32": ("f32", "f32", "tf32"), "3xtf32": ("f32", "f32", "3xtf32"), "f64mma": ("f64", "f64", None),
+    "simt-f32": ("f32", "f32", None), "simt-c64": ("c64", "c64", None), "simt-c128": ("c128", "c128", None),
+    "simt-i32": ("i32", "i32", None), "simt-i64": ("i64", "i64", None),
+}
+# (M, N): small, medium, large and skinny GEMMs select every tile size of the heuristic
+SHAPES = ((20, 24), (50, 60), (300, 300), (300, 24), (24, 300))
+# operand layouts: K contiguous in both, rows contiguous in both, strided (scalar accesses) in both
+LAYOUTS = ("k-contig", "row-contig", "strided")
+
+
+def descriptors(m, n, k, dtype, out, layout):
+    """A[m,k] B[k,n] C[m,n] descriptors with the requested memory layout."""
+    D = gett.TensorDescriptor
+    if layout == "k-contig":
+        a, b = D((m, k), (k, 1), dtype), D((k, n), (1, k), dtype)
+    elif layout == "row-contig":
+        a, b = D((m, k), (1, m), dtype), D((k, n), (n, 1), dtype)
+    else:
+        a, b = D((m, k), (2 * k, 2), dtype), D((k, n), (2, 2 * k), dtype)
+    return a, b, D((m, n), (n, 1), out)
+
+
+def variants():
+    for name, (dtype, out, compute) in PATHS.items():
+        for (m, n), layout in itertools.chain(((s, "k-contig") for s in SHAPES),
+                                              ((SHAPES[2], l) for l in LAYOUTS[1:])):
+            yield name, dtype, out, compute, m, n, layout
+
+
+def _compile(args):
+    name, dtype, out, compute, m, n, layout, arch = args
+    a, b, c = descriptors(m, n, 96, dtype, out, layout)
+    plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn", compute_type=compute)
+    return args, plan, build_kernel(plan, arch)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    jobs = [v + (arch,) for v in variants() for arch in ARCHS]
+    with ThreadPoolExecutor(max_workers=2) as pool:   # NVRTC releases the GIL
+        return list(pool.map(_compile, jobs))
+
+
+def test_every_variant_compiles_without_spills(compiled):
+    seen_configs = set()
+    for args, plan, kernel in compiled:
+        r = kernel.report
+        seen_configs.add((args[-1], r.config))
+        assert r.spill_stores == 0 and r.spill_loads == 0, f"{args}: {r}"
+        assert 0 < r.registers <= 255, f"{args}: {r}"
+        assert r.threads == kernel.config.threads
+        assert r.shared_bytes >= kernel.shared_bytes > 0
+        assert r.arch == args[-1]
+    # the shapes really exercise several tiles per path
+    assert len({c for _, c in seen_configs}) >= 25
+
+
+def test_resource_report_describes_the_kernel(compiled):
+    _, plan, kernel = compiled[0]
+    text = str(kernel.report)
+    assert "registers" in text and "smem" in text and kernel.report.arch in text
+    assert kernel.report.compile_seconds > 0
+
+
+def test_heuristic_picks_tiles_that_fit_skinny_gemms():
+    a, b, c = descriptors(300, 24, 96, "f16", "f32", "k-contig")
+    cfg = default_config(gett.plan_contraction(a, "mk", b, "kn", c, "mn"))
+    assert cfg.bn == 32 and cfg.bm == 128 and cfg.math == "mma16"
+
+
+@pytest.mark.parametrize("layout,row_contig,vector", [("k-contig", False, 8), ("row-contig", True, 8),
+                                                       ("strided", False, 1)])
+def test_operand_layout_follows_the_stride_one_mode(layout, row_contig, vector):
+    a, b, c = descriptors(64, 64, 64, "f16", "f32", layout)
+    plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
+    lay = operand_layout(plan, "A", "M", 128, 32, has_op=False)
+    assert (lay.row_contig, lay.vector) == (row_contig, vector)
+    assert lay.is_async == (vector * 2 >= 4)   # cp.async moves at least 4 bytes
+
+
+def test_misaligned_pointer_narrows_vectors():
+    D = gett.TensorDescriptor
+    a = D((64, 64), (64, 1), "f16", alignment=4)
+    plan = gett.plan_contraction(a, "mk", D((64, 64), (1, 64), "f16"), "kn", D((64, 64), (64, 1), "f32"), "mn")
+    assert operand_layout(plan, "A", "M", 128, 32, has_op=False).vector == 2
+
+
+def test_source_bakes_in_the_index_tables():
+    D = gett.TensorDescriptor
+    plan = gett.plan_contraction(D((5, 7, 3), None, "f32"), "bda", D((7, 4), None, "f32"), "dc",
+                                 D((3, 5, 4), None, "f32"), "abc")
+    src, smem, threads = render_kernel(plan, default_config(plan))
+    t = plan.tables["M"]
+    for e, d, s in zip(t.extents, t.divisors, t.strides_of("A")):
+        assert f"gett::Mode<{e}, {d}, {s}>" in src
+    assert f"static_assert(Kernel::SMEM_BYTES == {smem}" in src
+
+
+def test_math_path_selection():
+    D = gett.TensorDescriptor
+    def path(dtype, out, compute=None):
+        return math_path(gett.plan_contraction(D((8, 8), None, dtype), "mk", D((8, 8), None, dtype), "kn",
+                                               D((8, 8), None, out), "mn", compute_type=compute))
+    assert path("f16", "f32") == "mma16" and path("bf16", "bf16") == "mma16"
+    assert path("f32", "f32") == "simt" and path("f32", "f32", "tf32") == "tf32"
+    assert path("f64", "f64") == "f64mma" and path("c128", "c128") == "simt" and path("i64", "i64") == "simt"
+
+
+def test_compile_error_names_the_kept_source(tmp_path, monkeypatch):
+    from gett.nvrtc import compile_cubin
+    with pytest.raises(gett.CompileError) as info:
+        compile_cubin('extern "C" __global__ void k() { this is not C++; }', arch="sm_90")
+    path = str(info.value).split("kept at ")[-1].split()[0] if "kept at " in str(info.value) else None
+    assert "error" in str(info.value).lower()
