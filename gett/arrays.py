@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .descriptor import alignment_of
+from .descriptor import DEFAULT_ALIGNMENT, alignment_of
 from .dtypes import DType, as_dtype
 from .errors import StrideError, DTypeError
 
@@ -44,7 +44,7 @@ def _element_strides(byte_strides, itemsize, shape) -> tuple:
     for s, e in zip(byte_strides, shape):
         if s % itemsize:
             raise StrideError(f"stride of {s} bytes is not a multiple of the element size {itemsize}")
-        out.append(s // itemsize if e != 1 else 0)
+        out.append(s // itemsize if e > 1 else 0)
     return tuple(out)
 
 
@@ -54,8 +54,9 @@ def describe(array) -> ArrayInfo:
     if kind == NUMPY:
         dtype = as_dtype(array.dtype)
         ptr = array.__array_interface__["data"][0]
+        # host arrays never meet a vector load: their alignment must not split the plan cache
         return ArrayInfo(kind, array.shape, _element_strides(array.strides, array.itemsize, array.shape),
-                         dtype, ptr, alignment_of(ptr), -1, bool(array.flags.writeable))
+                         dtype, ptr, DEFAULT_ALIGNMENT, -1, bool(array.flags.writeable))
     if kind == CUPY:
         try:
             dtype = as_dtype(array.dtype)
@@ -69,6 +70,6 @@ def describe(array) -> ArrayInfo:
     if array.device.type != "cuda":
         raise TypeError("torch tensors must live on a CUDA device (use numpy arrays for the CPU reference)")
     ptr = array.data_ptr()
-    strides = tuple(s if e != 1 else 0 for s, e in zip(array.stride(), array.shape))
+    strides = tuple(s if e > 1 else 0 for s, e in zip(array.stride(), array.shape))
     return ArrayInfo(kind, tuple(array.shape), strides, dtype, ptr, alignment_of(ptr),
                      array.device.index, not array.requires_grad or not array.is_leaf)

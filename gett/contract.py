@@ -9,8 +9,8 @@ def _check(plan, name: str, array, tensor: str):
     """Describe ``array`` and check it against the plan's descriptor of ``tensor``."""
     try:
         info = describe(array)
-    except TypeError as e:
-        raise TypeError(f"{name}: {e}") from None
+    except (TypeError, ValueError) as e:   # keep the class (DTypeError, StrideError), name the tensor
+        raise type(e)(f"{name}: {e}") from None
     want = plan.descriptors[tensor]
     if info.shape != want.shape:
         raise PlanMismatchError(f"{name} has shape {info.shape}, the plan was made for {want.shape}")

@@ -42,7 +42,7 @@ I64 = DType("i64", 8, "i", "long long", "int64")
 ALL = (F16, BF16, F32, F64, C64, C128, I32, I64)
 _BY_NAME = {d.name: d for d in ALL}
 _ALIASES = {
-    "float16": F16, "half": F16, "bfloat16": BF16, "float32": F32, "float": F32, "float64": F64,
+    "float16": F16, "half": F16, "bfloat16": BF16, "float32": F32, "float64": F64,
     "double": F64, "complex64": C64, "complex128": C128, "int32": I32, "int64": I64,
 }
 

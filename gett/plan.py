@@ -122,12 +122,14 @@ def _descriptor(x, name: str) -> tuple:
         return x, None
     try:
         return TensorDescriptor.from_array(x), x
-    except TypeError as e:
-        raise TypeError(f"{name}: {e}") from None
+    except (TypeError, ValueError) as e:   # keep the class (DTypeError, StrideError), name the tensor
+        raise type(e)(f"{name}: {e}") from None
 
 
 def check_output_strides(desc: TensorDescriptor, name: str) -> None:
     """Reject output strides that are negative or make two elements share memory."""
+    if desc.size == 0:
+        return   # nothing is written
     dims = [(s, e, i) for i, (s, e) in enumerate(zip(desc.strides, desc.shape)) if e > 1]
     for s, e, i in dims:
         if s < 0:

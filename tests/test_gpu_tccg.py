@@ -1,0 +1,108 @@
+"""All 48 TCCG contractions on the GPU in f16 data with f32 output, f32 and f64, against torch.einsum in
+float64 (an independent implementation) with NaN-poisoned outputs; plus the edge cases of DESIGN.md."""
+import numpy as np
+import pytest
+
+import gett
+from tccg_suite.suite import load_suite
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+torch = pytest.importorskip("torch")
+
+TOLERANCE = {("f16", "f32"): 2e-3, ("f32", "f32"): 1e-5, ("f64", "f64"): 1e-12}
+
+
+def column_major(rng, shape, dtype):
+    return cp.asfortranarray(cp.asarray(rng.uniform(-1, 1, size=shape)).astype(dtype))
+
+
+def rel_error(got, expect):
+    got = torch.as_tensor(got, device="cuda").to(torch.float64)
+    return float(torch.linalg.norm((got - expect).flatten()) / torch.linalg.norm(expect.flatten()))
+
+
+@pytest.mark.parametrize("dtypes", list(TOLERANCE), ids=lambda d: "-".join(d))
+def test_tccg_suite_correct(dtypes):
+    data, out = dtypes
+    rng = np.random.default_rng(7)
+    failures = []
+    for c in load_suite():
+        A = column_major(rng, c.shape("A"), {"f16": "float16", "f32": "float32", "f64": "float64"}[data])
+        B = column_major(rng, c.shape("B"), A.dtype)
+        D = cp.asfortranarray(cp.full(c.shape("C"), cp.nan, dtype={"f32": "float32", "f64": "float64"}[out]))
+        plan = gett.plan_contraction(A, c.modes("A"), B, c.modes("B"), D, c.modes("C"), beta=0)
+        gett.contract(plan, 1.0, A, B, 0.0, D, D)
+        expect = torch.einsum(c.einsum(), torch.as_tensor(A, device="cuda").double(),
+                              torch.as_tensor(B, device="cuda").double())
+        err = rel_error(D, expect)
+        if not np.isfinite(err) or err > TOLERANCE[dtypes]:
+            failures.append((c.id, c.notation, err))
+    assert not failures, f"contractions off: {failures}"
+
+
+def _plan(A, mA, B, mB, C, mC, **kw):
+    return gett.plan_contraction(A, mA, B, mB, C, mC, **kw)
+
+
+def test_beta_zero_never_reads_c():
+    rng = np.random.default_rng(1)
+    A, B = cp.asarray(rng.standard_normal((37, 29))), cp.asarray(rng.standard_normal((29, 41)))
+    C = cp.full((37, 41), cp.nan)
+    plan = _plan(A, "mk", B, "kn", C, "mn")
+    gett.contract(plan, 1.0, A, B, 0.0, C)
+    np.testing.assert_allclose(cp.asnumpy(C), cp.asnumpy(A) @ cp.asnumpy(B), rtol=1e-12)
+
+
+def test_in_place_d_is_c_with_beta():
+    rng = np.random.default_rng(2)
+    A, B = cp.asarray(rng.standard_normal((33, 20))), cp.asarray(rng.standard_normal((20, 65)))
+    C0 = rng.standard_normal((33, 65))
+    C = cp.asarray(C0)
+    plan = _plan(A, "mk", B, "kn", C, "mn")
+    out = gett.contract(plan, 2.0, A, B, -0.5, C)
+    assert out is C
+    np.testing.assert_allclose(cp.asnumpy(C), 2 * cp.asnumpy(A) @ cp.asnumpy(B) - 0.5 * C0, rtol=1e-12)
+
+
+def test_empty_k_gives_beta_c():
+    A, B = cp.zeros((5, 0), dtype=cp.float32), cp.zeros((0, 7), dtype=cp.float32)
+    C = cp.asarray(np.random.default_rng(3).standard_normal((5, 7)), dtype=cp.float32)
+    D = cp.full((5, 7), cp.nan, dtype=cp.float32)
+    plan = _plan(A, "mk", B, "kn", C, "mn", D=D)
+    gett.contract(plan, 1.0, A, B, 3.0, C, D)
+    np.testing.assert_allclose(cp.asnumpy(D), 3 * cp.asnumpy(C), rtol=1e-6)
+
+
+def test_empty_m_writes_nothing():
+    A, B = cp.ones((0, 4), dtype=cp.float32), cp.ones((4, 6), dtype=cp.float32)
+    D = cp.full((0, 6), cp.nan, dtype=cp.float32)
+    gett.contract(_plan(A, "mk", B, "kn", D, "mn"), 1.0, A, B, 0.0, D)
+
+
+@pytest.mark.parametrize("dtype,compute", [("float16", None), ("float32", None), ("float32", "3xtf32")])
+def test_results_are_bitwise_deterministic(dtype, compute):
+    rng = np.random.default_rng(4)
+    A = cp.asarray(rng.uniform(-1, 1, (72, 72, 72, 72))).astype(dtype)
+    B = cp.asarray(rng.uniform(-1, 1, (72, 72))).astype(dtype)
+    D1 = cp.full((72, 72, 72, 72), cp.nan, dtype=cp.float32)
+    D2 = D1.copy()
+    plan = _plan(A, "abed", B, "ec", D1, "abcd", compute_type=compute)
+    gett.contract(plan, 1.0, A, B, 0.0, D1, D1)
+    gett.contract(plan, 1.0, A, B, 0.0, D2, D2)
+    assert cp.array_equal(D1.view(cp.uint32), D2.view(cp.uint32))
+
+
+def test_many_batches_and_torch_tensors():
+    """70 000 batch entries (a grid far beyond one row of CTAs) on torch tensors, on torch's stream."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    A = torch.rand((70000, 3, 5), device="cuda", generator=g, dtype=torch.float64)
+    B = torch.rand((5, 70000, 2), device="cuda", generator=g, dtype=torch.float64)
+    D = torch.full((2, 3, 70000), float("nan"), device="cuda", dtype=torch.float64)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        plan = _plan(A, "lmk", B, "kln", D, "nml")
+        gett.contract(plan, 1.0, A, B, 0.0, D)
+    s.synchronize()
+    expect = torch.einsum("lmk,kln->nml", A, B)
+    assert torch.allclose(D, expect, rtol=1e-12, atol=1e-12)
