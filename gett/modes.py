@@ -99,15 +99,19 @@ def build_tables(analysis: ModeAnalysis, descriptors: dict, modes: dict, traffic
     """One :class:`IndexTable` per group, modes ordered and merged.
 
     Order: the group's innermost mode is the stride-1 mode of the tensor that moves the most bytes
-    (``traffic``: tensor name -> bytes), the rest follow that tensor's strides ascending, ties broken by
-    the other tensors' strides; then neighbours contiguous together in every tensor are merged.
+    (``traffic``: tensor name -> bytes) among those whose stride-1 mode is in the group, the rest follow
+    that tensor's strides ascending, ties broken by the other tensors' strides; then neighbours
+    contiguous together in every tensor are merged.
     """
     stride = {t: dict(zip(modes["C" if t == "D" else t], descriptors[t].strides)) for t in descriptors}
     tables = {}
     for g in GROUPS:
         tensors = tuple(t for t in GROUP_TENSORS[g] if t in descriptors)
         labels = [m for m, grp in analysis.group_of.items() if grp == g and analysis.extents[m] != 1]
-        key_tensor = max(tensors, key=lambda t: (traffic.get(t, 0), -tensors.index(t)))
+        # A tensor whose stride-1 mode is elsewhere loads along that other group and doesn't care
+        # about this order; among those that do care, the one moving the most bytes decides.
+        cares = {t: any(abs(stride[t].get(m, 0)) == 1 for m in labels) for t in tensors}
+        key_tensor = max(tensors, key=lambda t: (cares[t], traffic.get(t, 0), -tensors.index(t)))
         others = [t for t in tensors if t != key_tensor]
 
         def order(m):

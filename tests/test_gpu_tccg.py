@@ -33,7 +33,7 @@ def test_tccg_suite_correct(dtypes):
         D = cp.asfortranarray(cp.full(c.shape("C"), cp.nan, dtype={"f32": "float32", "f64": "float64"}[out]))
         plan = gett.plan_contraction(A, c.modes("A"), B, c.modes("B"), D, c.modes("C"), beta=0)
         gett.contract(plan, 1.0, A, B, 0.0, D, D)
-        expect = torch.einsum(c.einsum(), torch.as_tensor(A, device="cuda").double(),
+        expect = torch.einsum(c.einsum, torch.as_tensor(A, device="cuda").double(),
                               torch.as_tensor(B, device="cuda").double())
         err = rel_error(D, expect)
         if not np.isfinite(err) or err > TOLERANCE[dtypes]:

@@ -657,3 +657,23 @@ def test_reference_int64_exact_large_values():
     plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn")
     gett.contract(plan, 1, A, B, 0, C)
     assert int(C[0, 0]) == 2**53 + 4
+
+
+def test_group_order_follows_the_tensor_that_loads_along_it():
+    """TCCG #21 abcd-aebf-fdec: A's stride-1 mode (a) is in M, so A loads along M and the K order must
+    serve B, whose stride-1 mode f is a K mode — f innermost in K even though A is larger."""
+    D = gett.TensorDescriptor
+
+    def colmajor(shape):
+        strides, s = [], 1
+        for e in shape:
+            strides.append(s)
+            s *= e
+        return tuple(strides)
+    A = D((72,) * 4, colmajor((72,) * 4), "f16")
+    B = D((72,) * 4, colmajor((72,) * 4), "f16")
+    C = D((72,) * 4, colmajor((72,) * 4), "f16")
+    plan = gett.plan_contraction(A, "aebf", B, "fdec", C, "abcd")
+    assert plan.tables["K"].modes[0] == ("f",)
+    assert plan.tables["K"].strides_of("B")[0] == 1
+    assert plan.tables["M"].modes[0] == ("a",)
