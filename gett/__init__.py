@@ -8,6 +8,7 @@ Two steps, as in cuTENSOR::
 CuPy and PyTorch arrays run on the GPU; numpy arrays run the reference executor (for tests and
 development without a GPU — not a fast path).
 """
+from . import ops
 from .contract import contract
 from .descriptor import TensorDescriptor
 from .dtypes import DType
@@ -19,7 +20,7 @@ from .plan import ContractionPlan, clear_plan_cache, plan_contraction
 __version__ = "0.1.0"
 
 __all__ = [
-    "plan_contraction", "contract", "ContractionPlan", "TensorDescriptor", "IndexTable", "DType",
+    "plan_contraction", "contract", "ops", "ContractionPlan", "TensorDescriptor", "IndexTable", "DType",
     "clear_plan_cache", "GettError", "ModeError", "ExtentMismatchError", "StrideError", "DTypeError",
     "PlanMismatchError", "DeviceError", "OutputNotWritableError", "UnsupportedOperation", "CompileError",
 ]
