@@ -1,0 +1,40 @@
+"""Run generated contractions once each, for compute-sanitizer (memcheck, racecheck).
+
+Usage: ``compute-sanitizer --tool memcheck --error-exitcode 1 python3 tests/sanitizer_cases.py [N]``.
+Deterministic: the same N contractions every run, spread over every dtype path, with odd extents and
+strided, permuted and reversed views. Each result is also checked against numpy in float64.
+"""
+import sys
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from cases import contractions
+from test_gpu_kernels import PATHS, check, run_case
+
+
+def main(count: int) -> int:
+    paths = list(PATHS)
+    done = []
+
+    @settings(max_examples=count, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data(), seed=st.integers(0, 2**31))
+    def one(data, seed):
+        index = len(done) % len(paths)   # round robin: every dtype path gets its share
+        dtype, out, compute = paths[index]
+        case = data.draw(contractions(dtypes=(dtype,), out_dtypes={dtype: (out,)}, max_elements=4000))
+        if dtype == "bf16":   # torch views cannot have negative steps
+            case.layouts = {t: (p, s, tuple(False for _ in f)) for t, (p, s, f) in case.layouts.items()}
+        if dtype[0] == "i":
+            case.alpha, case.beta = float(int(case.alpha) or 1), float(int(case.beta))
+        _, got, expect = run_case(case, compute, seed)
+        check(case, got, expect, PATHS[paths[index]])
+        done.append(paths[index])
+    one()
+    print(f"{len(done)} contractions ran: " + ", ".join(
+        f"{'-'.join(x or 'default' for x in p)}×{done.count(p)}" for p in paths if p in done))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 60))
