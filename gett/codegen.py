@@ -16,6 +16,8 @@ _INT_MAX = 2**31 - 1
 _ACC_CTYPE = {"f32": "float", "tf32": "float", "3xtf32": "float", "f64": "double",
               "c64": "gett::complex<float>", "c128": "gett::complex<double>", "i32": "int", "i64": "long long"}
 KERNEL_NAME = "gett_contraction"
+REDUCE_NAME = "gett_reduce_splits"   # present when the configuration splits K
+REDUCE_THREADS = 256
 
 
 @dataclass(frozen=True)
@@ -106,12 +108,9 @@ def _op_struct(name: str, expr, acc: str) -> str:
 
 
 def _literal(value, acc: str) -> str:
-    if acc in ("int", "long long"):
-        return f"({acc})({int(value)}LL)"
-    inf = {"float": "__int_as_float(0x7f800000)", "double": "__longlong_as_double(0x7ff0000000000000LL)"}
-    if value in (float("inf"), float("-inf")):
-        return ("-" if value < 0 else "") + inf[acc]
-    return f"({acc})({float(value)!r})"
+    """``value`` (already of the compute type, see ops_spec) as gett.expr renders a constant of ``acc``."""
+    from .expr import COMPUTE_TYPES, _Context
+    return _Context(COMPUTE_TYPES[acc], acc, "reduce identity").literal(value)
 
 
 def _semiring(plan, acc: str) -> str:
@@ -201,14 +200,21 @@ struct Problem {{
 using LoadA = {loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
-using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if d_m_fast(plan) else 'false'}>;
+using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if d_m_fast(plan) else 'false'}, {cfg.split_k}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 }}  // namespace
 
 extern "C" __global__ void __launch_bounds__({threads}, 1) {KERNEL_NAME}(
-    const Problem::TA* A, const Problem::TB* B, const Problem::TC* C, Problem::TD* D, Problem::Acc alpha,
-    Problem::Acc beta) {{
-  Kernel::run(A, B, C, D, alpha, beta);
+    const Problem::TA* A, const Problem::TB* B, const Problem::TC* C, Problem::TD* D,
+    Problem::Acc* partials, Problem::Acc alpha, Problem::Acc beta) {{
+  Kernel::run(A, B, C, D, partials, alpha, beta);
+}}
+"""
+    if cfg.split_k > 1:
+        src += f"""
+extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {REDUCE_NAME}(
+    const Problem::Acc* partials, const Problem::TC* C, Problem::TD* D, Problem::Acc alpha, Problem::Acc beta) {{
+  gett::reduce_splits<Problem, OpC, OpOut, Semiring, {cfg.split_k}>(partials, C, D, alpha, beta);
 }}
 """
     return src, smem, threads

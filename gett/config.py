@@ -25,6 +25,7 @@ class KernelConfig:
     tm: int = 0
     tn: int = 0
     group_m: int = 8
+    split_k: int = 1     # CTAs sharing one output tile's K range (partials reduced deterministically)
 
     @property
     def threads(self) -> int:
@@ -37,6 +38,8 @@ class KernelConfig:
             raise ValueError(f"unknown math path {self.math!r}; choose from {MATH_PATHS}")
         if self.stages < 2:
             raise ValueError(f"stages must be ≥ 2, got {self.stages}")
+        if self.split_k < 1:
+            raise ValueError(f"split_k must be ≥ 1, got {self.split_k}")
         if self.math == "simt":
             if self.bm % self.tm or self.bn % self.tn:
                 raise ValueError(f"thread tile {self.tm}x{self.tn} does not divide {self.bm}x{self.bn}")
@@ -52,7 +55,8 @@ class KernelConfig:
 
     def key(self) -> str:
         t = f"w{self.wm}x{self.wn}" if self.math != "simt" else f"t{self.tm}x{self.tn}"
-        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}_{t}_g{self.group_m}"
+        split = f"_k{self.split_k}" if self.split_k > 1 else ""
+        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}_{t}_g{self.group_m}{split}"
 
 
 def math_path(plan) -> str:
@@ -85,8 +89,28 @@ def _scalar_staging(plan, bm: int, bn: int) -> bool:
     return any(x.vector == 1 and not x.is_async for x in (a, b))
 
 
+# Enough CTAs to fill an H100 (132 SMs) twice over; split-K is used only below that.
+TARGET_CTAS = 264
+
+
+def split_k_for(plan, cfg: KernelConfig) -> int:
+    """How many CTAs should share each output tile's K range: when the output tiles alone can't fill
+    the GPU and K is long, split K so that each slice still runs at least 8 K tiles."""
+    tiles = -(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch
+    k_tiles = -(-plan.k // cfg.bk)
+    if tiles >= TARGET_CTAS // 2 or k_tiles < 16:
+        return 1
+    return max(1, min(-(-TARGET_CTAS // tiles), k_tiles // 8, 64))
+
+
 def default_config(plan) -> KernelConfig:
-    """The heuristic: tile sizes from the GEMM extents, so skinny dimensions waste little of a tile."""
+    """The heuristic: tile shape from the dtypes and GEMM extents, then split-K for long, thin work."""
+    cfg = _tile_config(plan)
+    return replace(cfg, split_k=split_k_for(plan, cfg))
+
+
+def _tile_config(plan) -> KernelConfig:
+    """Tile sizes from the GEMM extents, so skinny dimensions waste little of a tile."""
     path = math_path(plan)
     m, n = plan.m, plan.n
     if path == "mma16":

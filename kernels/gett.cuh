@@ -15,9 +15,11 @@ namespace gett {
 
 // Problem must provide: TA TB TC TD Acc Offset; M N K L (long long); tables AM AK AL BN BK BL CM CN CL
 // DM DN DL; index types IndexM IndexN IndexL. Tile: BM BN BK STAGES THREADS GROUP_M; D_M_FAST says
-// whether D's stride-1 mode lies in M (then the epilogue walks m fastest).
+// whether D's stride-1 mode lies in M (then the epilogue walks m fastest). With SPLIT > 1 the K tiles
+// are shared out over SPLIT CTAs per output tile, each writing its partial sums to a workspace
+// [SPLIT][L][M][N] that reduce_splits() adds up in a fixed order (deterministic results).
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
-          int STAGES, int THREADS, int GROUP_M, bool D_M_FAST>
+          int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int SPLIT>
 struct Gett {
   using Acc = typename P::Acc;
   using Offset = typename P::Offset;
@@ -33,15 +35,19 @@ struct Gett {
   __device__ __forceinline__ static void run(const typename P::TA* __restrict__ A,
                                              const typename P::TB* __restrict__ B,
                                              const typename P::TC* __restrict__ C,
-                                             typename P::TD* __restrict__ D, Acc alpha, Acc beta) {
+                                             typename P::TD* __restrict__ D, Acc* __restrict__ partials,
+                                             Acc alpha, Acc beta) {
     extern __shared__ __align__(16) unsigned char smem[];
     const int tid = threadIdx.x;
 
     // Tile coordinates: batches outermost; inside a batch GROUP_M row-tiles sweep the columns
     // together so neighbouring CTAs share A and B tiles in L2.
     constexpr long long tiles_m = (P::M + BM - 1) / BM, tiles_n = (P::N + BN - 1) / BN;
-    const long long tile = (long long)blockIdx.x + (long long)blockIdx.y * gridDim.x;
-    if (tile >= tiles_m * tiles_n * P::L) return;
+    constexpr long long tiles = tiles_m * tiles_n * P::L;
+    const long long cta = (long long)blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    if (cta >= tiles * SPLIT) return;
+    const int split = int(cta / tiles);
+    const long long tile = cta % tiles;
     const long long l = tile / (tiles_m * tiles_n);
     const long long t = tile % (tiles_m * tiles_n);
     const long long group = t / (GROUP_M * tiles_n);
@@ -66,12 +72,16 @@ struct Gett {
     Math math;
     math.init(tid);
 
-    constexpr int k_tiles = int((P::K + BK - 1) / BK);
+    constexpr int k_tiles_all = int((P::K + BK - 1) / BK);
+    constexpr int k_tiles_per_split = (k_tiles_all + SPLIT - 1) / SPLIT;
+    const int k_first = split * k_tiles_per_split;   // this CTA's K tiles: [k_first, k_first + k_tiles)
+    const int k_rest = k_tiles_all - k_first;
+    const int k_tiles = k_rest < k_tiles_per_split ? (k_rest > 0 ? k_rest : 0) : k_tiles_per_split;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < k_tiles) {
-        load_a.issue(sA + s * LoadA::STAGE_ELEMS, s);
-        load_b.issue(sB + s * LoadB::STAGE_ELEMS, s);
+        load_a.issue(sA + s * LoadA::STAGE_ELEMS, k_first + s);
+        load_b.issue(sB + s * LoadB::STAGE_ELEMS, k_first + s);
         load_a.store(sA + s * LoadA::STAGE_ELEMS);
         load_b.store(sB + s * LoadB::STAGE_ELEMS);
       }
@@ -84,12 +94,12 @@ struct Gett {
       const int next = kt + STAGES - 1;
       const int next_stage = next % STAGES;
       if (next < k_tiles) {
-        load_a.issue(sA + next_stage * LoadA::STAGE_ELEMS, next);
-        load_b.issue(sB + next_stage * LoadB::STAGE_ELEMS, next);
+        load_a.issue(sA + next_stage * LoadA::STAGE_ELEMS, k_first + next);
+        load_b.issue(sB + next_stage * LoadB::STAGE_ELEMS, k_first + next);
       }
       cp_async_commit();
       const int stage = kt % STAGES;
-      const long long k_left = P::K - (long long)kt * BK;
+      const long long k_left = P::K - (long long)(k_first + kt) * BK;
       math.compute(sA + stage * LoadA::STAGE_ELEMS, sB + stage * LoadB::STAGE_ELEMS,
                    k_left < BK ? int(k_left) : BK);
       if (next < k_tiles) {
@@ -99,7 +109,14 @@ struct Gett {
     }
     cp_async_wait<0>();
     __syncthreads();
-    epilogue(math, C, D, m0, n0, alpha, beta, tid);
+    if constexpr (SPLIT == 1) {
+      epilogue(math, C, D, m0, n0, alpha, beta, tid);
+    } else {   // partial sums, laid out [split][l][m][n]: a fragment's lanes write whole sectors
+      Acc* out = partials + ((long long)split * P::L + l) * P::M * P::N;
+      math.for_each([&](int r, int c, Acc v) {
+        if (m0 + r < P::M && n0 + c < P::N) out[(m0 + r) * P::N + n0 + c] = v;
+      });
+    }
   }
 
   __device__ __forceinline__ static void epilogue(const Math& math, const typename P::TC* __restrict__ C,
@@ -140,5 +157,30 @@ struct Gett {
     }
   }
 };
+
+// Adds the SPLIT partial sums of every output element in a fixed order, then applies the epilogue
+// D = op_out(alpha * sum + beta * op_c(C)). One thread per element, n fastest like the partials.
+template <class P, class OpC, class OpOut, class Semiring, int SPLIT>
+__device__ __forceinline__ void reduce_splits(const typename P::Acc* __restrict__ partials,
+                                              const typename P::TC* __restrict__ C,
+                                              typename P::TD* __restrict__ D, typename P::Acc alpha,
+                                              typename P::Acc beta) {
+  using Acc = typename P::Acc;
+  constexpr long long total = P::M * P::N * P::L;
+  const bool read_c = !(beta == zero<Acc>());
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    Acc v = partials[e];
+#pragma unroll 4
+    for (int s = 1; s < SPLIT; ++s) v = Semiring::add(v, partials[s * total + e]);
+    const long long n = e % P::N, m = (e / P::N) % P::M, l = e / (P::N * P::M);
+    const auto im = typename P::IndexM(m);
+    const auto in = typename P::IndexN(n);
+    const auto il = typename P::IndexL(l);
+    v = alpha * v;
+    if (read_c) v = v + beta * OpC{}(convert<Acc>(C[P::CM::offset(im) + P::CN::offset(in) + P::CL::offset(il)]));
+    D[P::DM::offset(im) + P::DN::offset(in) + P::DL::offset(il)] = convert<typename P::TD>(OpOut{}(v));
+  }
+}
 
 }  // namespace gett

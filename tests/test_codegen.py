@@ -128,3 +128,30 @@ def test_compile_error_names_the_kept_source(tmp_path, monkeypatch):
         compile_cubin('extern "C" __global__ void k() { this is not C++; }', arch="sm_90")
     path = str(info.value).split("kept at ")[-1].split()[0] if "kept at " in str(info.value) else None
     assert "error" in str(info.value).lower()
+
+
+def test_split_k_for_long_thin_contractions():
+    """Few output tiles and a long K (TCCG #13: 312×296 outputs, K = 92352) split K; a big output doesn't."""
+    D = gett.TensorDescriptor
+    thin = gett.plan_contraction(D((312, 92352), None, "f16"), "mk", D((92352, 296), None, "f16"), "kn",
+                                 D((312, 296), None, "f16"), "mn")
+    cfg = default_config(thin)
+    assert cfg.split_k > 1
+    tiles = -(-312 // cfg.bm) * -(-296 // cfg.bn)
+    assert tiles * cfg.split_k >= 132          # enough CTAs for every SM
+    assert -(-92352 // cfg.bk) // cfg.split_k >= 8   # each slice still has a real main loop
+    wide = gett.plan_contraction(D((4096, 512), None, "f16"), "mk", D((512, 4096), None, "f16"), "kn",
+                                 D((4096, 4096), None, "f16"), "mn")
+    assert default_config(wide).split_k == 1
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", ["f16", "f32", "c128"])
+def test_split_k_kernels_compile(arch, dtype):
+    D = gett.TensorDescriptor
+    plan = gett.plan_contraction(D((40, 8192), None, dtype), "mk", D((8192, 40), None, dtype), "kn",
+                                 D((40, 40), None, dtype), "mn")
+    kernel = build_kernel(plan, arch)
+    assert kernel.config.split_k > 1
+    assert "gett_reduce_splits" in kernel.source
+    assert kernel.report.spill_stores == 0 and kernel.report.spill_loads == 0

@@ -95,3 +95,43 @@ def test_random_contractions(path):
         plan, got, expect = run_case(case, compute, seed)
         check(case, got, expect, tol)
     inner()
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32", "f64", "c64", "i32"])
+def test_split_k_matches_numpy_and_is_deterministic(dtype):
+    """A long K over a small output splits K across CTAs; partial sums are added in a fixed order."""
+    rng = np.random.default_rng(11)
+    m, n, k = 45, 37, 6001
+    A = cp.asarray(random_values(rng, m * k, dtype).reshape(k, m)).T          # strided: m-major view
+    B = cp.asarray(random_values(rng, k * n, dtype).reshape(k, n))
+    C = cp.asarray(random_values(rng, m * n, "f32" if dtype == "f16" else dtype).reshape(m, n))
+    D1 = cp.full_like(C, np.nan if dtype[0] in "fc" else -1)
+    plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn", D=D1)
+    assert plan.kernel().config.split_k > 1
+    gett.contract(plan, 2.0, A, B, 0.5 if dtype != "i32" else 3, C, D1)
+    D2 = cp.full_like(C, np.nan if dtype[0] in "fc" else -1)
+    gett.contract(plan, 2.0, A, B, 0.5 if dtype != "i32" else 3, C, D2)
+    wide = np.int64 if dtype == "i32" else np.complex128 if dtype == "c64" else np.float64
+    expect = 2 * cp.asnumpy(A).astype(wide) @ cp.asnumpy(B).astype(wide) + \
+        (0.5 if dtype != "i32" else 3) * cp.asnumpy(C).astype(wide)
+    got = cp.asnumpy(D1)
+    if dtype == "i32":
+        assert np.array_equal(got, expect.astype(np.int32))
+    else:
+        err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+        assert err < {"f16": 2e-3, "f32": 1e-5, "f64": 1e-12, "c64": 1e-5}[dtype]
+    assert cp.array_equal(D1.view(cp.uint8), D2.view(cp.uint8))
+
+
+def test_split_k_with_a_max_plus_semiring():
+    rng = np.random.default_rng(12)
+    A = cp.asarray(rng.uniform(-5, 5, (30, 5000)).astype(np.float32))
+    B = cp.asarray(rng.uniform(-5, 5, (5000, 20)).astype(np.float32))
+    D = cp.full((30, 20), np.nan, dtype=np.float32)
+    plan = gett.plan_contraction(A, "mk", B, "kn", D, "mn", op_ab=lambda a, b: a + b,
+                                 reduce=(lambda x, y: max(x, y), -np.inf))
+    assert plan.kernel().config.split_k > 1
+    gett.contract(plan, 1.0, A, B, 0.0, D)
+    a, b = cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64)
+    expect = np.max(a[:, :, None] + b[None, :, :], axis=1)
+    np.testing.assert_allclose(cp.asnumpy(D), expect, rtol=1e-6)
