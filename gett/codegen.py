@@ -67,9 +67,18 @@ def operand_layout(plan, tensor: str, row_group: str, rows: int, bk: int, has_op
     return OperandLayout(row_contig, v, not has_op and v * itemsize >= 4)
 
 
-def d_m_fast(plan) -> bool:
-    """Whether the epilogue should walk m fastest: D's stride-1 mode (or its smaller stride) is in M."""
-    return _innermost_stride(plan, "D", "M") <= _innermost_stride(plan, "D", "N") and plan.m > 1
+def epilogue_walk(plan, cfg: KernelConfig) -> tuple:
+    """(m_fast, tx, ty): the epilogue walks M (else N) fastest, in boxes of tx × ty whose ty side runs
+    along D's stride-1 mode — the first or, after box tiling, the second mode of that dimension."""
+    for group, tile, m_fast in (("M", cfg.bm, True), ("N", cfg.bn, False)):
+        table = plan.tables[group]
+        strides = table.strides_of("D")
+        if strides and strides[0] == 1:
+            return m_fast, 1, tile
+        if len(strides) > 1 and strides[1] == 1 and tile % (table.extents[0] * table.extents[1]) == 0:
+            return m_fast, table.extents[0], table.extents[1]
+    m_fast = _innermost_stride(plan, "D", "M") <= _innermost_stride(plan, "D", "N") and plan.m > 1
+    return m_fast, 1, cfg.bm if m_fast else cfg.bn
 
 
 def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) -> int:
@@ -81,7 +90,7 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) ->
     ib = plan.descriptors["B"].dtype.itemsize
     pipe = cfg.stages * (stage_elems(a, cfg.bm, ia) * ia + stage_elems(b, cfg.bn, ib) * ib)
     acc = plan.compute_type.accumulator.itemsize
-    fast = d_m_fast(plan)
+    fast = epilogue_walk(plan, cfg)[0]
     tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + 1) * acc
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
@@ -144,6 +153,7 @@ def render_kernel(plan, cfg: KernelConfig) -> tuple:
     lb = operand_layout(plan, "B", "N", cfg.bn, cfg.bk, ops.op_b is not None)
     smem = shared_bytes(plan, cfg, la, lb)
     threads = cfg.threads
+    m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)
     offset = "int" if plan.offset_bits == 32 else "long long"
     tables = "\n".join(f"  using {t}{g} = {_table_type(plan, g, t)};"
                        for t, groups in (("A", "MKL"), ("B", "NKL"), ("C", "MNL"), ("D", "MNL"))
@@ -200,7 +210,7 @@ struct Problem {{
 using LoadA = {loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
-using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if d_m_fast(plan) else 'false'}, {cfg.split_k}>;
+using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 }}  // namespace
 

@@ -81,11 +81,13 @@ def _fit(extent: int, choices) -> int:
     return choices[-1]
 
 
-def _scalar_staging(plan, bm: int, bn: int) -> bool:
-    """Whether an operand is loaded one element at a time through registers (no vector access)."""
+def _scalar_staging(plan, cfg: KernelConfig) -> bool:
+    """Whether an operand of the (box-tiled) plan is loaded one element at a time through registers."""
     from .codegen import operand_layout
-    a = operand_layout(plan, "A", "M", bm, 32, plan.ops.op_a is not None)
-    b = operand_layout(plan, "B", "N", bn, 32, plan.ops.op_b is not None)
+    from .tiling import tile_plan
+    tiled = tile_plan(plan, cfg)
+    a = operand_layout(tiled, "A", "M", cfg.bm, cfg.bk, plan.ops.op_a is not None)
+    b = operand_layout(tiled, "B", "N", cfg.bn, cfg.bk, plan.ops.op_b is not None)
     return any(x.vector == 1 and not x.is_async for x in (a, b))
 
 
@@ -116,9 +118,9 @@ def _tile_config(plan) -> KernelConfig:
     if path == "mma16":
         bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32
+        cfg = KernelConfig(path, bm, bn, 32, 3, wm=wm, wn=32)
         # element-wise register staging holds BK/8 times more values per thread: halve the depth
-        bk = 16 if _scalar_staging(plan, bm, bn) else 32
-        return KernelConfig(path, bm, bn, bk, 3, wm=wm, wn=32)
+        return replace(cfg, bk=16) if _scalar_staging(plan, cfg) else cfg
     if path in ("tf32", "3xtf32"):
         bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32

@@ -13,6 +13,7 @@ from pathlib import Path
 from .codegen import KERNEL_NAME, render_kernel
 from .config import KernelConfig, default_config
 from .errors import DeviceError
+from .tiling import tile_plan
 from .nvrtc import ResourceUsage
 
 # Dynamic shared memory a CTA may opt into, per compute capability (CUDA programming guide).
@@ -96,10 +97,11 @@ def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel
     from .kernel_cache import compile_cached
     cfg = config or plan.config_override or default_config(plan)
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
-    source, smem, threads = render_kernel(plan, cfg)
+    tiled = tile_plan(plan, cfg)
+    source, smem, threads = render_kernel(tiled, cfg)
     while smem > limit and cfg.stages > 2:
         cfg = KernelConfig(**{**cfg.__dict__, "stages": cfg.stages - 1})
-        source, smem, threads = render_kernel(plan, cfg)
+        source, smem, threads = render_kernel(tiled, cfg)
     if smem > limit:
         raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
     source = f"// device headers {headers_digest()}\n{source}"

@@ -15,12 +15,14 @@ namespace gett {
 
 // Problem must provide: TA TB TC TD Acc Offset; M N K L (long long); tables AM AK AL BN BK BL CM CN CL
 // DM DN DL; index types IndexM IndexN IndexL. Tile: BM BN BK STAGES THREADS GROUP_M; D_M_FAST says
-// whether D's stride-1 mode lies in M (then the epilogue walks m fastest). With SPLIT > 1 the K tiles
+// whether D's stride-1 mode lies in M (then the epilogue walks m fastest); inside that dimension the
+// walk follows a box of EPI_TX x EPI_TY (EPI_TY along D's stride-1 mode; 1 x BM for a plain walk). With SPLIT > 1 the K tiles
 // are shared out over SPLIT CTAs per output tile, each writing its partial sums to a workspace
 // [SPLIT][L][M][N] that reduce_splits() adds up in a fixed order (deterministic results).
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
-          int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int SPLIT>
+          int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT>
 struct Gett {
+  static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
   using Acc = typename P::Acc;
   using Offset = typename P::Offset;
   static constexpr int A_STAGE_BYTES = LoadA::STAGE_ELEMS * int(sizeof(typename P::TA));
@@ -148,8 +150,11 @@ struct Gett {
     const int rows = (P::M - m0) < BM ? int(P::M - m0) : BM;
     const int cols = (P::N - n0) < BN ? int(P::N - n0) : BN;
     for (int e = tid; e < BM * BN; e += THREADS) {
-      const int r = D_M_FAST ? e % BM : e / BN;
-      const int c = D_M_FAST ? e / BM : e % BN;
+      constexpr int FAST = D_M_FAST ? BM : BN;
+      const int fast = e % FAST, slow = e / FAST;
+      const int box = fast % EPI_TY * EPI_TX + fast / EPI_TY % EPI_TX + fast / (EPI_TX * EPI_TY) * (EPI_TX * EPI_TY);
+      const int r = D_M_FAST ? box : slow;
+      const int c = D_M_FAST ? slow : box;
       if (r >= rows || c >= cols) continue;
       Acc v = alpha * tile[D_M_FAST ? c * EPI_LD + r : r * EPI_LD + c];
       if (read_c) v = v + beta * OpC{}(convert<Acc>(C[row_c[r] + col_c[c]]));

@@ -1,0 +1,89 @@
+"""Box tiling: make a CTA tile a 2-D box when two tensors want different modes of one group innermost.
+
+Linear tiling of a GEMM dimension covers consecutive indices of the group's innermost mode — good for
+the tensor whose stride-1 mode that is, but the other tensor of the group (D in M when A's stride-1
+mode is also in M, B in K when A's is too) then touches one element per mode step: 2-byte accesses,
+one sector each. Splitting both modes (CuTe's logical divide) and reordering gives tiles that are
+boxes of ``Tx`` consecutive elements of the first tensor's stride-1 mode by ``Ty`` of the second's:
+
+    [x, ..., y, ...]  ->  [x%Tx, y%Ty, x/Tx, ..., y/Ty, ...]
+
+Both splits are exact (Tx divides x's extent, Ty divides y's), so the new table is a permutation of
+the same index space: the kernel is unchanged, and the reference executor checks the result.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .layout import IndexTable
+
+# per group: the tensors that move data along it, and the tile extent of the configuration
+_GROUP_TENSORS = {"M": ("A", "D"), "N": ("B", "D"), "K": ("A", "B")}
+
+
+def _pow2_divisor(n: int) -> int:
+    return n & -n
+
+
+def split_box(table: IndexTable, first: str, second: str, tile: int, min_first: int) -> IndexTable:
+    """``table`` reordered into boxes of (first's stride-1 mode) × (second's stride-1 mode) that tile
+    ``tile`` exactly, or ``table`` itself when there is nothing to gain."""
+    sx, sy = table.strides_of(first), table.strides_of(second)
+    if len(table.extents) < 2 or sx[0] != 1 or sy[0] == 1 or 1 not in sy:
+        return table
+    j = sy.index(1)
+    ex, ey = table.extents[0], table.extents[j]
+    tx = min(_pow2_divisor(ex), tile // 2)
+    ty = min(_pow2_divisor(ey), tile // tx)
+    while tx > 2 * ty and tx > min_first:   # as square as the first tensor's vectors allow
+        tx //= 2
+        ty = min(_pow2_divisor(ey), tile // tx)
+    if ty < 2:
+        return table
+    modes, extents = list(table.modes), list(table.extents)
+    strides = {t: list(s) for t, s in table.strides}
+    order = [("in", 0), ("in", j), ("out", 0)] + [("all", i) for i in range(1, len(modes)) if i != j] \
+        + [("out", j)]
+    size = {0: tx, j: ty}
+    new_modes, new_extents, new_strides = [], [], {t: [] for t in strides}
+    for part, i in order:
+        t_in = size.get(i, extents[i])
+        if part == "in":
+            mode, extent, scale = modes[i] + (f"%{t_in}",), t_in, 1
+        elif part == "out":
+            if extents[i] == t_in:
+                continue
+            mode, extent, scale = modes[i] + (f"/{t_in}",), extents[i] // t_in, t_in
+        else:
+            mode, extent, scale = modes[i], extents[i], 1
+        new_modes.append(mode)
+        new_extents.append(extent)
+        for t in strides:
+            new_strides[t].append(strides[t][i] * scale)
+    return IndexTable(table.name, tuple(new_modes), tuple(new_extents),
+                      tuple((t, tuple(new_strides[t])) for t, _ in table.strides))
+
+
+def _first_tensor(plan, group: str) -> str:
+    """The tensor whose stride-1 mode the planner put innermost (the group's key tensor)."""
+    table = plan.tables[group]
+    for t in _GROUP_TENSORS[group]:
+        if table.extents and table.strides_of(t)[0] == 1:
+            return t
+    return ""
+
+
+def tile_plan(plan, cfg):
+    """``plan`` with its M, N and K tables box-tiled for ``cfg``'s tile sizes (same plan if none apply)."""
+    tiles = {"M": cfg.bm, "N": cfg.bn, "K": cfg.bk}
+    tables = dict(plan.tables)
+    for g, tensors in _GROUP_TENSORS.items():
+        first = _first_tensor(plan, g)
+        if not first:
+            continue
+        second = tensors[1] if first == tensors[0] else tensors[0]
+        vector = max(16 // plan.descriptors[first].dtype.itemsize, 1)
+        tables[g] = split_box(plan.tables[g], first, second, tiles[g], vector)
+    if tables == plan.tables:
+        return plan
+    return replace(plan, tables=tables, _compiled={})
