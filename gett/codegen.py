@@ -25,7 +25,7 @@ class OperandLayout:
     """How one input operand is moved into shared memory."""
     row_contig: bool    # shared tile [BK][rows] (rows contiguous) instead of [rows][BK]
     vector: int         # elements per access
-    is_async: bool      # cp.async (no op, ≥ 4 bytes per access) rather than staged through registers
+    is_async: bool      # cp.async (≥ 4 bytes per access) rather than staged through registers
 
 
 def vector_width(plan, tensor: str, group: str, tile_extent: int) -> int:
@@ -53,7 +53,7 @@ def _innermost_stride(plan, tensor: str, group: str) -> int:
     return abs(strides[0]) if strides and strides[0] else 1 << 62
 
 
-def operand_layout(plan, tensor: str, row_group: str, rows: int, bk: int, has_op: bool) -> OperandLayout:
+def operand_layout(plan, tensor: str, row_group: str, rows: int, bk: int) -> OperandLayout:
     """Load along whichever of (rows, K) gives the wider vector; with equal width, along the smaller
     innermost stride, so a warp's accesses stay as close together as the tensor allows."""
     v_rows = vector_width(plan, tensor, row_group, rows)
@@ -64,7 +64,7 @@ def operand_layout(plan, tensor: str, row_group: str, rows: int, bk: int, has_op
         row_contig = _innermost_stride(plan, tensor, row_group) < _innermost_stride(plan, tensor, "K")
     v = v_rows if row_contig else v_k
     itemsize = plan.descriptors[tensor].dtype.itemsize
-    return OperandLayout(row_contig, v, not has_op and v * itemsize >= 4)
+    return OperandLayout(row_contig, v, v * itemsize >= 4)
 
 
 def epilogue_walk(plan, cfg: KernelConfig) -> tuple:
@@ -149,8 +149,8 @@ def render_kernel(plan, cfg: KernelConfig) -> tuple:
     d = plan.descriptors
     acc = _ACC_CTYPE[plan.compute_type.name]
     ops = plan.ops
-    la = operand_layout(plan, "A", "M", cfg.bm, cfg.bk, ops.op_a is not None)
-    lb = operand_layout(plan, "B", "N", cfg.bn, cfg.bk, ops.op_b is not None)
+    la = operand_layout(plan, "A", "M", cfg.bm, cfg.bk)
+    lb = operand_layout(plan, "B", "N", cfg.bn, cfg.bk)
     smem = shared_bytes(plan, cfg, la, lb)
     threads = cfg.threads
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)

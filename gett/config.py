@@ -86,8 +86,8 @@ def _scalar_staging(plan, cfg: KernelConfig) -> bool:
     from .codegen import operand_layout
     from .tiling import tile_plan
     tiled = tile_plan(plan, cfg)
-    a = operand_layout(tiled, "A", "M", cfg.bm, cfg.bk, plan.ops.op_a is not None)
-    b = operand_layout(tiled, "B", "N", cfg.bn, cfg.bk, plan.ops.op_b is not None)
+    a = operand_layout(tiled, "A", "M", cfg.bm, cfg.bk)
+    b = operand_layout(tiled, "B", "N", cfg.bn, cfg.bk)
     return any(x.vector == 1 and not x.is_async for x in (a, b))
 
 

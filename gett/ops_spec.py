@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
+
+import numpy as np
 
 from .errors import UnsupportedOperation
 
@@ -23,7 +25,7 @@ class OpSpec:
     op_out: object = None
     op_ab: object = None
     reduce: object = None
-    reduce_identity: Optional[float] = None
+    reduce_identity: Optional[Union[int, float, complex]] = None   # in the accumulator type
 
     @property
     def is_plus_times(self) -> bool:
@@ -73,16 +75,29 @@ def make_op_spec(descriptors, *, op_a=None, op_b=None, op_c=None, op_out=None, o
             raise UnsupportedOperation(
                 "reduce must be a pair (function of two arguments, identity value), e.g. (max, -inf)") from None
         red = _translate(fn, 2, "reduce")
-        if isinstance(ident, bool) or not isinstance(ident, (int, float)):
-            raise UnsupportedOperation(f"reduce identity must be a number, got {ident!r}")
-        ident = float(ident) if compute is None or compute.accumulator.kind != "i" else _int_identity(
-            ident, compute.accumulator.itemsize)
+        ident = _identity_value(ident, compute)
     return OpSpec(exprs["op_a"], exprs["op_b"], exprs["op_c"], exprs["op_out"], ab, red, ident)
 
 
-def _int_identity(value, itemsize: int) -> int:
-    """±inf as an integer identity means the type's extreme value."""
-    lo, hi = -(2 ** (8 * itemsize - 1)), 2 ** (8 * itemsize - 1) - 1
-    if isinstance(value, float) and math.isinf(value):
-        return lo if value < 0 else hi
-    return int(value)
+def _identity_value(value, compute):
+    """The reduction's identity as a Python number of the accumulator type (``Semiring.identity_for``:
+    ±inf is an integer type's min/max); UnsupportedOperation if it is not a number of that type."""
+    from .ops import Semiring
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise UnsupportedOperation(f"reduce identity must be a number, got {value!r}")
+    if compute is None:
+        return float(value)
+    dtype = compute.accumulator.numpy
+    is_float = isinstance(value, (float, np.floating))
+    if dtype.kind in "iu" and not (is_float and math.isinf(value)):
+        if is_float and not float(value).is_integer():
+            raise UnsupportedOperation(
+                f"reduce identity {value!r} is not an integer, the accumulator type is {dtype.name}")
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            raise UnsupportedOperation(f"reduce identity {value!r} does not fit the accumulator type {dtype.name}")
+    try:
+        with np.errstate(over="ignore"):   # 1e39 is inf in float32, as it is in the kernel
+            return Semiring(None, None, value).identity_for(dtype).item()
+    except (OverflowError, ValueError):
+        raise UnsupportedOperation(f"reduce identity {value!r} does not fit the accumulator type {dtype.name}") from None

@@ -91,6 +91,8 @@ struct Gett {
     }
     for (int kt = 0; kt < k_tiles; ++kt) {
       cp_async_wait<STAGES - 2>();
+      load_a.transform(sA + (kt % STAGES) * LoadA::STAGE_ELEMS, k_first + kt);
+      load_b.transform(sB + (kt % STAGES) * LoadB::STAGE_ELEMS, k_first + kt);
       __syncthreads();
       // Refill the stage consumed in the previous iteration: every thread has passed the barrier.
       const int next = kt + STAGES - 1;

@@ -4,8 +4,8 @@
 // [BK][BR + PAD] (rows contiguous), others [BR][BK + PAD] (K contiguous), so each thread moves V
 // consecutive elements as one access and neighbouring threads cover neighbouring memory. PAD keeps
 // 16-byte alignment and spreads ldmatrix rows over all banks. ASYNC loaders use cp.async (4/8/16-byte
-// copies, zero-filled out of range); the others stage through registers, which lets them apply an
-// elementwise op once per loaded element and handle 2-byte scalars.
+// copies, zero-filled out of range) and apply an elementwise op in place once their copies landed
+// (transform); the others stage through registers, for 2-byte scalars, applying the op on the way.
 #pragma once
 #include "copy.cuh"
 #include "types.cuh"
@@ -85,6 +85,27 @@ struct TileLoader {
       } else {
         staged_ok[i] = ok;
         if (ok) staged[i] = *reinterpret_cast<const Vector*>(src);
+      }
+    }
+  }
+
+  // Asynchronous loaders with an op: once K tile `kt` has landed in `stage`, apply the op to the
+  // elements this thread copied (its own copies are visible to it after cp.async.wait_group);
+  // out-of-range elements go back to 0, since op(0) need not be 0. Call before the barrier.
+  __device__ __forceinline__ void transform(T* stage, int kt) {
+    if constexpr (ASYNC && !Op::is_identity) {
+      const long long k0 = (long long)kt * BK;
+#pragma unroll
+      for (int i = 0; i < ITERS; ++i) {
+        int r, kk;
+        coords(i, r, kk);
+        if (!in_tile(i)) continue;
+        const bool ok = row_ok[i] && k0 + kk < k_extent;
+        Vector* p = reinterpret_cast<Vector*>(stage + smem_index(r, kk));
+        Vector v = *p;
+#pragma unroll
+        for (int e = 0; e < V; ++e) v.v[e] = ok ? convert<T>(Op{}(convert<Acc>(v.v[e]))) : zero<T>();
+        *p = v;
       }
     }
   }

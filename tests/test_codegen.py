@@ -89,7 +89,7 @@ def test_heuristic_picks_tiles_that_fit_skinny_gemms():
 def test_operand_layout_follows_the_stride_one_mode(layout, row_contig, vector):
     a, b, c = descriptors(64, 64, 64, "f16", "f32", layout)
     plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
-    lay = operand_layout(plan, "A", "M", 128, 32, has_op=False)
+    lay = operand_layout(plan, "A", "M", 128, 32)
     assert (lay.row_contig, lay.vector) == (row_contig, vector)
     assert lay.is_async == (vector * 2 >= 4)   # cp.async moves at least 4 bytes
 
@@ -98,7 +98,7 @@ def test_misaligned_pointer_narrows_vectors():
     D = gett.TensorDescriptor
     a = D((64, 64), (64, 1), "f16", alignment=4)
     plan = gett.plan_contraction(a, "mk", D((64, 64), (1, 64), "f16"), "kn", D((64, 64), (64, 1), "f32"), "mn")
-    assert operand_layout(plan, "A", "M", 128, 32, has_op=False).vector == 2
+    assert operand_layout(plan, "A", "M", 128, 32).vector == 2
 
 
 def test_source_bakes_in_the_index_tables():

@@ -263,7 +263,9 @@ def test_small_integer_powers_are_multiplications():
 SPECIAL_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 3.0, math.nan, math.inf, -math.inf]
 _floats = st.one_of(st.floats(-1e3, 1e3), st.sampled_from(SPECIAL_FLOATS))
 _ints = st.one_of(st.integers(-1000, 1000), st.sampled_from([0, 1, -1, 2, -2]))
-_complexes = st.builds(complex, st.floats(-20, 20), st.floats(-20, 20)) | st.sampled_from([0j, 1 + 0j, -4 + 0j, 1j])
+# no subnormal parts: dividing by one overflows numpy's complex division (nan) where Python gives 0j
+_part = st.floats(-20, 20, allow_subnormal=False)
+_complexes = st.builds(complex, _part, _part) | st.sampled_from([0j, 1 + 0j, -4 + 0j, 1j])
 
 
 def _python(fn, args, to):

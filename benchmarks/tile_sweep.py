@@ -1,0 +1,73 @@
+"""Time candidate kernel configurations of gett on TCCG contractions (f16 data, f32 accumulation).
+
+    python benchmarks/tile_sweep.py --only 12,20,28 [--configs mma16:128x128x32:s3:w64x32,...]
+
+Prints, per contraction, each configuration's median time and fraction of the roofline (3.0 TB/s,
+800 TFLOP/s unless measured ceilings are passed), next to the heuristic's choice, after checking each
+result against a float64 reference. A tool for tuning the heuristic, not a user-facing tuner.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULT_CONFIGS = (
+    "mma16:128x128x32:s3:w64x32", "mma16:128x128x32:s4:w64x32", "mma16:128x256x32:s3:w64x64",
+    "mma16:256x128x32:s3:w64x64", "mma16:128x128x64:s3:w64x32", "mma16:128x64x32:s4:w64x32",
+    "mma16:64x128x32:s4:w32x64", "mma16:128x128x32:s3:w32x64",
+)
+
+
+def parse_config(text: str):
+    """``math:BMxBNxBK:sSTAGES:wWMxWN`` → KernelConfig."""
+    from gett.config import KernelConfig
+    math, tile, stages, warp = text.split(":")
+    bm, bn, bk = (int(x) for x in tile.split("x"))
+    wm, wn = (int(x) for x in warp[1:].split("x"))
+    return KernelConfig(math, bm, bn, bk, int(stages[1:]), wm=wm, wn=wn)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="12,20,28")
+    ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS))
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args(argv)
+    try:
+        import cupy
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:
+        print(f"no GPU ({type(e).__name__}); nothing to time")
+        return 0
+    import numpy
+    import gett
+    from gett.config import default_config
+    from tccg_suite.data import make_buffers, reference, relative_error
+    from tccg_suite.suite import parse_ids, select
+    from tccg_suite.timing import median_ms
+    configs = [parse_config(c) for c in args.configs.split(",") if c]
+    for c in select(parse_ids(args.only)):
+        buf = make_buffers(c, numpy.float16, seed=1)
+        ref = reference(c, buf, 1.0, 0.0)
+        roof_us = max(c.flops / 800e12, c.min_bytes(2, 2, False) / 3.0e12) * 1e6
+        base = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=0)
+        print(f"#{c.id} {c.notation}  M×N×K {c.m}×{c.n}×{c.k}  roofline {roof_us:.1f} µs  "
+              f"heuristic {default_config(base).key()}")
+        for cfg in [None] + configs:
+            try:
+                plan = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"),
+                                             beta=0, config=cfg)
+                buf.D.fill(numpy.nan)
+                gett.contract(plan, 1.0, buf.A, buf.B, 0.0, buf.C, buf.D)
+                err = relative_error(buf.D, ref)
+                ms = median_ms(lambda i: gett.contract(plan, 1.0, buf.A, buf.B, 0.0, buf.C, buf.D), runs=args.runs)
+                r = plan.kernel_report
+                print(f"  {(cfg.key() if cfg else 'heuristic'):44s} {ms * 1e3:9.1f} µs  {roof_us / (ms * 1e3):5.1%}"
+                      f"  err {err:.1e}  regs {r.registers} smem {r.shared_bytes}")
+            except Exception as e:   # a configuration that doesn't fit is reported, not fatal
+                print(f"  {(cfg.key() if cfg else 'heuristic'):44s} {type(e).__name__}: {str(e).splitlines()[0][:80]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
