@@ -36,25 +36,36 @@ def _function(kernel, name: str, device: int):
 
 class Launcher:
     """``plan``'s kernel bound to one device and array kind, everything but the pointers and scalars
-    decided once: a call costs a few argument conversions and the launch, on the caller's current
-    stream (PyTorch's for torch tensors, CuPy's otherwise), with no synchronisation."""
-    __slots__ = ("_fn", "_grid", "_block", "_shared", "_acc", "_device", "_torch_stream", "_cuda")
+    decided once: a call costs a few argument conversions and the launch (two with split-K), on the
+    caller's current stream (PyTorch's for torch tensors, CuPy's otherwise), with no synchronisation.
+
+    Arguments go to CuPy as its own argument objects (an address, a size-1 array passed by value), which
+    it forwards untouched; numpy scalars would cost a conversion each per launch."""
+    __slots__ = ("_fn", "_grid", "_block", "_shared", "_acc", "_device", "_torch_stream", "_cupy",
+                 "_partials", "_reduce", "_reduce_grid", "_reduce_block", "_address", "_by_value",
+                 "_null", "_scalars")
 
     def __init__(self, plan, device: int, kind: str):
         import cupy
+        from cupy.cuda.function import CIntptr, CNumpyArray
         from .kernel import current_arch
-        self._device = device
-        self._cuda = cupy.cuda
+        self._device, self._cupy, self._fn = device, cupy, None
+        self._address, self._by_value, self._null, self._scalars = CIntptr, CNumpyArray, CIntptr(0), {}
         self._torch_stream = _torch_stream_getter() if kind == "torch" else None
-        self._fn = None
         if plan.m * plan.n * plan.batch == 0:
             return   # nothing to write
         with cupy.cuda.Device(device):
             kernel = plan.kernel(plan.device_arch or current_arch())
-            self._fn = _function(kernel, device)
-        cfg = kernel.config
-        tiles = -(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch
-        self._grid = (tiles, 1, 1) if tiles <= _MAX_GRID_X else (_MAX_GRID_X, -(-tiles // _MAX_GRID_X), 1)
+            self._fn = _function(kernel, kernel.name, device)
+            cfg = kernel.config
+            outputs = plan.m * plan.n * plan.batch
+            self._partials = cfg.split_k * outputs if cfg.split_k > 1 else 0
+            if self._partials:
+                from .codegen import REDUCE_NAME, REDUCE_THREADS
+                self._reduce = _function(kernel, REDUCE_NAME, device)
+                self._reduce_grid = (min(-(-outputs // REDUCE_THREADS), 65536), 1, 1)
+                self._reduce_block = (REDUCE_THREADS, 1, 1)
+        self._grid = _grid(-(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch * cfg.split_k)
         self._block = (kernel.threads, 1, 1)
         self._shared = kernel.shared_bytes
         self._acc = _ACC_NUMPY[plan.compute_type.name]
@@ -63,15 +74,40 @@ class Launcher:
         """Launch on the tensors at device addresses ``a``, ``b``, ``c``, ``d``."""
         if self._fn is None:
             return
-        acc = self._acc
-        args = (np.uint64(a), np.uint64(b), np.uint64(c), np.uint64(d), acc(alpha), acc(beta))
         stream = None if self._torch_stream is None else _external_stream(self._torch_stream(self._device),
                                                                           self._device)
-        if self._cuda.runtime.getDevice() == self._device:
-            self._fn(self._grid, self._block, args, shared_mem=self._shared, stream=stream)
+        if self._cupy.cuda.runtime.getDevice() == self._device:
+            self._launch(a, b, c, d, alpha, beta, stream)
         else:   # the module is loaded in that device's context, and CuPy's current stream is per device
-            with self._cuda.Device(self._device):
-                self._fn(self._grid, self._block, args, shared_mem=self._shared, stream=stream)
+            with self._cupy.cuda.Device(self._device):
+                self._launch(a, b, c, d, alpha, beta, stream)
+
+    def _launch(self, a, b, c, d, alpha, beta, stream):
+        address = self._address
+        alpha, beta, c, d = self._scalar(alpha), self._scalar(beta), address(c), address(d)
+        if not self._partials:
+            self._fn(self._grid, self._block, (address(a), address(b), c, d, self._null, alpha, beta),
+                     shared_mem=self._shared, stream=stream)
+            return
+        with stream if stream is not None else contextlib.nullcontext():
+            partials = self._cupy.empty(self._partials, dtype=self._acc)   # CuPy's pool, on the stream using it
+            p = address(partials.data.ptr)
+            self._fn(self._grid, self._block, (address(a), address(b), c, d, p, alpha, beta),
+                     shared_mem=self._shared)
+            self._reduce(self._reduce_grid, self._reduce_block, (p, c, d, alpha, beta))
+
+    def _scalar(self, value):
+        """``value`` (alpha or beta) as a by-value kernel argument of the accumulator type; the few values
+        a program uses are converted once."""
+        try:
+            arg = self._scalars.get(value)
+        except TypeError:   # unhashable, e.g. a 0-d array
+            arg = None
+        if arg is None:
+            arg = self._by_value(np.full(1, value, dtype=self._acc))
+            if len(self._scalars) < 16 and not isinstance(value, np.ndarray):
+                self._scalars[value] = arg
+        return arg
 
 
 def _torch_stream_getter():
@@ -81,15 +117,28 @@ def _torch_stream_getter():
     return raw if raw is not None else (lambda device: torch.cuda.current_stream(device).cuda_stream)
 
 
+class _StreamHandle:
+    """A raw stream handle in the CUDA stream protocol."""
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
 _streams: dict = {}
 
 
 def _external_stream(handle: int, device: int):
-    """A CuPy view of a foreign stream, made once per handle."""
+    """A CuPy view of a foreign stream, made once per handle (0 is the legacy default stream)."""
     stream = _streams.get((handle, device))
     if stream is None:
         import cupy
-        stream = _streams.setdefault((handle, device), cupy.cuda.ExternalStream(handle, device))
+        with cupy.cuda.Device(device):
+            view = cupy.cuda.Stream.null if handle == 0 else cupy.cuda.Stream.from_external(_StreamHandle(handle))
+        stream = _streams.setdefault((handle, device), view)
     return stream
 
 
@@ -108,33 +157,9 @@ def launcher(plan, device: int, kind: str) -> Launcher:
 
 def launch(plan, alpha, beta, infos) -> None:
     """Run ``plan`` on the arrays described by ``infos`` ("A", "B", "C", "D" → ArrayInfo)."""
-    import cupy
-    if plan.m * plan.n * plan.batch == 0:
-        return   # nothing to write
-    device = infos["D"].device
-    with cupy.cuda.Device(device):
-        from .kernel import current_arch
-        kernel = plan.kernel(plan.device_arch or current_arch())
-        cfg = kernel.config
-        tiles = -(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch * cfg.split_k
-        acc = _ACC_NUMPY[plan.compute_type.name]
-        alpha, beta = acc(alpha), acc(beta)
-        a, b, c, d = (np.uint64(infos[t].pointer) for t in "ABCD")
-        stream = _stream(infos["D"].kind)
-        with stream if stream is not None else contextlib.nullcontext():
-            partials = None
-            if cfg.split_k > 1:   # from CuPy's pool, on the stream that uses it
-                partials = cupy.empty(cfg.split_k * plan.m * plan.n * plan.batch, dtype=acc)
-            fn = _function(kernel, kernel.name, device)
-            fn(_grid(tiles), (kernel.threads, 1, 1),
-               (a, b, c, d, np.uint64(0 if partials is None else partials.data.ptr), alpha, beta),
-               shared_mem=kernel.shared_bytes)
-            if partials is not None:
-                from .codegen import REDUCE_NAME, REDUCE_THREADS
-                total = plan.m * plan.n * plan.batch
-                reduce_fn = _function(kernel, REDUCE_NAME, device)
-                reduce_fn((min(-(-total // REDUCE_THREADS), 65536), 1, 1), (REDUCE_THREADS, 1, 1),
-                          (np.uint64(partials.data.ptr), c, d, alpha, beta))
+    d = infos["D"]
+    launcher(plan, d.device, d.kind)(infos["A"].pointer, infos["B"].pointer, infos["C"].pointer, d.pointer,
+                                     alpha, beta)
 
 
 def _grid(ctas: int) -> tuple:

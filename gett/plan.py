@@ -16,6 +16,7 @@ from .dtypes import ComputeType, resolve_compute_type
 from .errors import DeviceError, ModeError, OutputNotWritableError, StrideError
 from .modes import GROUPS, ModeAnalysis, analyse_modes, build_tables, normalize_modes
 from .ops_spec import OpSpec, make_op_spec
+from .plan_cache import PLANS as _PLAN_CACHE   # bounded LRU, thread-safe
 
 _INT32_MAX = 2**31 - 1
 
@@ -112,10 +113,6 @@ class ContractionPlan:
         return "\n".join(lines)
 
 
-_PLAN_CACHE: dict = {}
-_PLAN_CACHE_LOCK = threading.Lock()
-
-
 def _descriptor(x, name: str) -> tuple:
     """(descriptor, array-or-None) for an array or a TensorDescriptor."""
     if isinstance(x, TensorDescriptor):
@@ -185,13 +182,10 @@ def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type
         tuple((d.shape, d.strides, d.dtype.name, d.alignment) for d in (descs[t] for t in "ABCD")),
         compute.name, ops.key, tuple(broadcast), beta_class, device_arch, config,
     )
-    with _PLAN_CACHE_LOCK:
-        plan = _PLAN_CACHE.get(signature)
+    plan = _PLAN_CACHE.get(signature)
     if plan is None:
-        plan = _build_plan(signature, descs, modes, compute, ops, broadcast, beta_class, device_arch,
-                           config)
-        with _PLAN_CACHE_LOCK:
-            plan = _PLAN_CACHE.setdefault(signature, plan)
+        plan = _PLAN_CACHE.put(signature, _build_plan(signature, descs, modes, compute, ops, broadcast,
+                                                      beta_class, device_arch, config))
     if device_arch is not None and not plan.is_empty:
         plan.kernel(device_arch)   # plan time includes compile time (DESIGN.md, data flow step 2)
     return plan
@@ -231,10 +225,8 @@ def _check_arrays(arrays: dict) -> None:
 
 def clear_plan_cache() -> None:
     """Forget every cached plan (compiled kernels stay in the disk cache)."""
-    with _PLAN_CACHE_LOCK:
-        _PLAN_CACHE.clear()
+    _PLAN_CACHE.clear()
 
 
 def plan_cache_size() -> int:
-    with _PLAN_CACHE_LOCK:
-        return len(_PLAN_CACHE)
+    return len(_PLAN_CACHE)

@@ -1,0 +1,162 @@
+"""gett.einsum on the GPU: the generated expressions of tests/test_einsum.py on CuPy arrays and PyTorch
+tensors against numpy.einsum in float64, work on the caller's stream with no hidden synchronisation,
+the opt_einsum backend, __cuda_array_interface__ objects and a second device.
+
+Every distinct contraction compiles a kernel (~0.3 s), so example counts are small and derandomized."""
+import numpy as np
+import opt_einsum
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import gett
+from test_einsum import expressions, run_expression
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+
+EXAMPLES = 12   # per array library; about 2 contractions each
+
+SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"""
+
+
+class _TorchCuda:
+    """Just enough of an array namespace for tests/cases.make_view to build CUDA tensors."""
+    @staticmethod
+    def asarray(values):
+        import torch
+        return torch.as_tensor(values, device="cuda")
+
+
+def _unflipped(expression):
+    """PyTorch views cannot have negative steps."""
+    subscripts, operands, out, alpha, beta = expression
+    operands = [(shape, (perm, steps, tuple(False for _ in flips))) for shape, (perm, steps, flips) in operands]
+    return subscripts, operands, out, alpha, beta
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(expression=expressions(max_operands=4), seed=st.integers(0, 2**31))
+def test_cupy_operands_match_numpy_einsum(expression, seed):
+    run_expression(cp, expression, seed, to_host=cp.asnumpy)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(expression=expressions(max_operands=4), seed=st.integers(0, 2**31))
+def test_torch_operands_match_numpy_einsum(expression, seed):
+    pytest.importorskip("torch")
+    run_expression(_TorchCuda, _unflipped(expression), seed, to_host=_torch_to_host)
+
+
+def _torch_to_host(t):
+    import torch
+    assert isinstance(t, torch.Tensor) and t.is_cuda   # the caller's type comes back
+    return t.cpu().numpy()
+
+
+def _spin(cycles=400_000_000):
+    """Keep the current stream busy for a few hundred milliseconds."""
+    cp.RawKernel(SPIN, "spin")((1,), (1,), (np.int64(cycles),))
+
+
+def test_work_lands_on_the_callers_cupy_stream():
+    """Behind a long kernel on a user stream, einsum's result appears only once that stream has run it;
+    the call returns at once (no synchronisation) and the default stream does not run it."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((40, 30)), rng.standard_normal((30, 20))
+    A, B = cp.asarray(a), cp.asarray(b)
+    out = cp.full((40, 20), np.nan)
+    gett.einsum("ij,jk->ik", A, B, out=out)   # plan and compile outside the timed part
+    out.fill(np.nan)
+    cp.cuda.Device().synchronize()
+    stream, other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with stream:
+        _spin()
+        assert gett.einsum("ij,jk->ik", A, B, out=out) is out
+        done = stream.record()
+    assert not done.done, "einsum synchronised the stream it ran on"
+    cp.cuda.Stream.null.synchronize()
+    assert np.isnan(cp.asnumpy(out, stream=other)).all(), "einsum ran before the work queued on its stream"
+    stream.synchronize()
+    np.testing.assert_allclose(cp.asnumpy(out), a @ b, rtol=1e-12)
+
+
+def test_work_lands_on_the_callers_torch_stream():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((40, 30)), rng.standard_normal((30, 20))
+    A, B = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+    out = torch.full((40, 20), float("nan"), dtype=torch.float64, device="cuda")
+    gett.einsum("ij,jk->ik", A, B, out=out)   # plan and compile both calls outside the timed part
+    gett.einsum("ij,jk->ik", A, B)
+    out.fill_(float("nan"))
+    torch.cuda.synchronize()
+    stream, other = torch.cuda.Stream(), cp.cuda.Stream(non_blocking=True)
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(400_000_000)   # keep the stream busy for a few hundred milliseconds
+        result = gett.einsum("ij,jk->ik", A, B)   # allocated by torch on its current stream
+        assert gett.einsum("ij,jk->ik", A, B, out=out) is out
+        done = torch.cuda.Event()
+        done.record(stream)
+    assert not done.query(), "einsum synchronised the stream it ran on"
+    torch.cuda.default_stream().synchronize()
+    assert np.isnan(cp.asnumpy(cp.asarray(out), stream=other)).all(), "einsum ran outside the torch stream"
+    stream.synchronize()
+    np.testing.assert_allclose(out.cpu().numpy(), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(result.cpu().numpy(), a @ b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("abc,bcd,de->ae", [(6, 5, 4), (5, 4, 7), (7, 3)]),
+    ("ab,ab,bc->ac", [(9, 8), (9, 8), (8, 5)]),
+])
+def test_opt_einsum_backend_on_cupy(subscripts, shapes):
+    rng = np.random.default_rng(5)
+    host = [rng.standard_normal(s) for s in shapes]
+    got = opt_einsum.contract(subscripts, *(cp.asarray(h) for h in host), backend="gett")
+    assert isinstance(got, cp.ndarray)
+    np.testing.assert_allclose(cp.asnumpy(got), np.einsum(subscripts, *host), rtol=1e-12, atol=1e-12)
+
+
+class _Interface:
+    """A foreign device array: only ``__cuda_array_interface__`` (as Numba's or JAX's arrays offer)."""
+    def __init__(self, array):
+        self._array = array
+        self.__cuda_array_interface__ = array.__cuda_array_interface__
+
+
+def test_cuda_array_interface_objects_zero_copy():
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((7, 6)), rng.standard_normal((6, 5))
+    out = cp.zeros((7, 5))
+    result = gett.einsum("ij,jk->ik", _Interface(cp.asarray(a)), _Interface(cp.asarray(b)), out=_Interface(out))
+    np.testing.assert_allclose(cp.asnumpy(out), a @ b, rtol=1e-12)   # written in place, through the interface
+    assert isinstance(result, _Interface)
+    got = gett.einsum("ij,jk->ik", _Interface(cp.asarray(a)), _Interface(cp.asarray(b)))
+    np.testing.assert_allclose(cp.asnumpy(got), a @ b, rtol=1e-12)
+
+
+def test_cached_calls_do_not_replan():
+    A, B = cp.ones((8, 9)), cp.ones((9, 10))
+    gett.einsum("ij,jk", A, B)
+    before = gett.cache_info()
+    for _ in range(5):
+        gett.einsum("ij,jk", cp.ones((8, 9)), cp.ones((9, 10)))
+    after = gett.cache_info()
+    assert after.hits - before.hits == 5 and after.misses == before.misses
+
+
+def test_second_device():
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("one CUDA device")
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((12, 11)), rng.standard_normal((11, 10))
+    with cp.cuda.Device(1):
+        A, B = cp.asarray(a), cp.asarray(b)
+    got = gett.einsum("ij,jk->ik", A, B)   # current device is 0
+    assert got.device.id == 1
+    np.testing.assert_allclose(cp.asnumpy(got), a @ b, rtol=1e-12)
