@@ -81,14 +81,14 @@ def _fit(extent: int, choices) -> int:
     return choices[-1]
 
 
-def _scalar_staging(plan, cfg: KernelConfig) -> bool:
-    """Whether an operand of the (box-tiled) plan is loaded one element at a time through registers."""
+def _scalar_staging(plan, cfg: KernelConfig) -> int:
+    """How many operands of the (box-tiled) plan are loaded one element at a time through registers."""
     from .codegen import operand_layout
     from .tiling import tile_plan
     tiled = tile_plan(plan, cfg)
     a = operand_layout(tiled, "A", "M", cfg.bm, cfg.bk)
     b = operand_layout(tiled, "B", "N", cfg.bn, cfg.bk)
-    return any(x.vector == 1 and not x.is_async for x in (a, b))
+    return sum(x.vector == 1 and not x.is_async for x in (a, b))
 
 
 # Enough CTAs to fill an H100 (132 SMs) twice over; split-K is used only below that.
@@ -119,8 +119,15 @@ def _tile_config(plan) -> KernelConfig:
         bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32
         cfg = KernelConfig(path, bm, bn, 32, 3, wm=wm, wn=32)
-        # element-wise register staging holds BK/8 times more values per thread: halve the depth
-        return replace(cfg, bk=16) if _scalar_staging(plan, cfg) else cfg
+        scalar = _scalar_staging(plan, cfg)
+        # Measured on H100 (benchmarks/tile_sweep.py, TCCG #9, #12, #21, #31, 2026-11-22):
+        if scalar == 2:   # element-wise staging of both operands: halve the depth or registers spill
+            return replace(cfg, bk=16)
+        if scalar == 0 and bm == bn == 128 and plan.k >= 256:
+            return replace(cfg, wn=64)   # 4 warps of 64x64: +40% on #12, +20% on #21
+        if scalar == 0 and 32 < m <= 96 and plan.k <= 128:
+            return KernelConfig(path, 64, 64, 32, 4, wm=32, wn=32)   # short M and K: +40% on #9
+        return cfg
     if path in ("tf32", "3xtf32"):
         bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32
