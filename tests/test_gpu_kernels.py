@@ -135,3 +135,21 @@ def test_split_k_with_a_max_plus_semiring():
     a, b = cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64)
     expect = np.max(a[:, :, None] + b[None, :, :], axis=1)
     np.testing.assert_allclose(cp.asnumpy(D), expect, rtol=1e-6)
+
+
+def test_repeated_calls_still_check_their_arrays():
+    """A call with arrays like an accepted one takes the short path; anything else is checked again."""
+    rng = np.random.default_rng(13)
+    A, B = cp.asarray(rng.standard_normal((20, 30))), cp.asarray(rng.standard_normal((30, 40)))
+    C = cp.zeros((20, 40))
+    plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn")
+    for _ in range(3):
+        D = cp.full((20, 40), cp.nan)
+        gett.contract(plan, 1.0, A, B, 0.0, C, D)
+        np.testing.assert_allclose(cp.asnumpy(D), cp.asnumpy(A) @ cp.asnumpy(B), rtol=1e-12)
+    with pytest.raises(gett.PlanMismatchError, match="dtype"):
+        gett.contract(plan, 1.0, A, B, 0.0, C, cp.zeros((20, 40), dtype=cp.float32))
+    with pytest.raises(gett.PlanMismatchError, match="strides"):
+        gett.contract(plan, 1.0, A, B, 0.0, C, cp.zeros((20, 80))[:, ::2])
+    with pytest.raises(gett.PlanMismatchError, match="shape"):
+        gett.contract(plan, 1.0, A[:10], B, 0.0, C, cp.zeros((20, 40)))
