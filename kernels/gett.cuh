@@ -151,16 +151,31 @@ struct Gett {
     __syncthreads();
     const int rows = (P::M - m0) < BM ? int(P::M - m0) : BM;
     const int cols = (P::N - n0) < BN ? int(P::N - n0) : BN;
-    for (int e = tid; e < BM * BN; e += THREADS) {
-      constexpr int FAST = D_M_FAST ? BM : BN;
-      const int fast = e % FAST, slow = e / FAST;
-      const int box = fast % EPI_TY * EPI_TX + fast / EPI_TY % EPI_TX + fast / (EPI_TX * EPI_TY) * (EPI_TX * EPI_TY);
-      const int r = D_M_FAST ? box : slow;
-      const int c = D_M_FAST ? slow : box;
-      if (r >= rows || c >= cols) continue;
-      Acc v = alpha * tile[D_M_FAST ? c * EPI_LD + r : r * EPI_LD + c];
-      if (read_c) v = v + beta * OpC{}(convert<Acc>(C[row_c[r] + col_c[c]]));
-      D[row_d[r] + col_d[c]] = convert<typename P::TD>(OpOut{}(v));
+    // CHUNK elements per thread at a time: their loads of C are all in flight before the first store.
+    constexpr int PER_THREAD = BM * BN / THREADS;
+    constexpr int CHUNK = PER_THREAD < 8 ? PER_THREAD : 8;
+    static_assert(BM * BN % THREADS == 0 && PER_THREAD % CHUNK == 0, "epilogue work must split evenly");
+    for (int first = 0; first < PER_THREAD; first += CHUNK) {
+      int r[CHUNK], c[CHUNK];
+      Acc from_c[CHUNK];
+#pragma unroll
+      for (int u = 0; u < CHUNK; ++u) {
+        constexpr int FAST = D_M_FAST ? BM : BN;
+        const int e = tid + (first + u) * THREADS;
+        const int fast = e % FAST, slow = e / FAST;
+        const int box = fast % EPI_TY * EPI_TX + fast / EPI_TY % EPI_TX + fast / (EPI_TX * EPI_TY) * (EPI_TX * EPI_TY);
+        r[u] = D_M_FAST ? box : slow;
+        c[u] = D_M_FAST ? slow : box;
+        const bool inside = r[u] < rows && c[u] < cols;
+        from_c[u] = read_c && inside ? convert<Acc>(C[row_c[r[u]] + col_c[c[u]]]) : zero<Acc>();
+      }
+#pragma unroll
+      for (int u = 0; u < CHUNK; ++u) {
+        if (r[u] >= rows || c[u] >= cols) continue;
+        Acc v = alpha * tile[D_M_FAST ? c[u] * EPI_LD + r[u] : r[u] * EPI_LD + c[u]];
+        if (read_c) v = v + beta * OpC{}(from_c[u]);
+        D[row_d[r[u]] + col_d[c[u]]] = convert<typename P::TD>(OpOut{}(v));
+      }
     }
   }
 };
