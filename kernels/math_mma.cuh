@@ -31,11 +31,12 @@ __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4], const un
 __device__ __forceinline__ int frag_row(int lane, int i) { return lane / 4 + (i / 2) * 8; }
 __device__ __forceinline__ int frag_col(int lane, int i) { return (lane % 4) * 2 + (i % 2); }
 
-template <class T, class LoadA, class LoadB, int BM, int BN, int BK, int WM, int WN>
-struct Mma16Math {
-  static constexpr int WARPS_N = BN / WN, MT = WM / 16, NT = WN / 8;
-  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "m16n8k16 tiling");
-  float acc[MT][NT][4];
+// One warp's WM x WN accumulators as FRAG_M x 8 fragments of E elements per lane (the C layout of
+// mma.sync: m16n8 with 4 floats, m8n8 with 2 doubles), warps laid out (BM/WM) x (BN/WN) over the tile.
+template <class T, int FRAG_M, int E, int BN, int WM, int WN>
+struct WarpFragments {
+  static constexpr int WARPS_N = BN / WN, MT = WM / FRAG_M, NT = WN / 8;
+  T acc[MT][NT][E];
   int wm0, wn0, lane;
 
   __device__ __forceinline__ void init(int tid) {
@@ -48,8 +49,26 @@ struct Mma16Math {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+        for (int e = 0; e < E; ++e) acc[i][j][e] = T(0);
   }
+
+  template <class F>
+  __device__ __forceinline__ void for_each(F&& f) const {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+          f(wm0 + mt * FRAG_M + frag_row(lane, e), wn0 + nt * 8 + frag_col(lane, e), acc[mt][nt][e]);
+  }
+};
+
+template <class T, class LoadA, class LoadB, int BM, int BN, int BK, int WM, int WN>
+struct Mma16Math : WarpFragments<float, 16, 4, BN, WM, WN> {
+  using Base = WarpFragments<float, 16, 4, BN, WM, WN>;
+  using Base::acc, Base::lane, Base::wm0, Base::wn0, Base::MT, Base::NT;
+  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "m16n8k16 tiling");
 
   __device__ __forceinline__ void compute(const T* sA, const T* sB, int) {
     const int j = lane / 8, r = lane % 8;
@@ -80,16 +99,6 @@ struct Mma16Math {
     }
   }
 
-  template <class F>
-  __device__ __forceinline__ void for_each(F&& f) const {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          f(wm0 + mt * 16 + frag_row(lane, e), wn0 + nt * 8 + frag_col(lane, e), acc[mt][nt][e]);
-  }
 };
 
 __device__ __forceinline__ unsigned to_tf32(float x) {
@@ -105,24 +114,10 @@ __device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const unsigned (&a)
 }
 
 template <class LoadA, class LoadB, int BM, int BN, int BK, int WM, int WN, bool SPLIT3>
-struct Tf32Math {
-  static constexpr int WARPS_N = BN / WN, MT = WM / 16, NT = WN / 8;
+struct Tf32Math : WarpFragments<float, 16, 4, BN, WM, WN> {
+  using Base = WarpFragments<float, 16, 4, BN, WM, WN>;
+  using Base::acc, Base::lane, Base::wm0, Base::wn0, Base::MT, Base::NT;
   static_assert(WM % 16 == 0 && WN % 8 == 0 && BK % 8 == 0, "m16n8k8 tiling");
-  float acc[MT][NT][4];
-  int wm0, wn0, lane;
-
-  __device__ __forceinline__ void init(int tid) {
-    const int warp = tid / 32;
-    lane = tid % 32;
-    wm0 = (warp / WARPS_N) * WM;
-    wn0 = (warp % WARPS_N) * WN;
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
-  }
 
   __device__ __forceinline__ static float at_a(const float* s, int m, int k) {
     return s[LoadA::kRowContig ? k * LoadA::LD + m : m * LoadA::LD + k];
@@ -184,16 +179,6 @@ struct Tf32Math {
     }
   }
 
-  template <class F>
-  __device__ __forceinline__ void for_each(F&& f) const {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          f(wm0 + mt * 16 + frag_row(lane, e), wn0 + nt * 8 + frag_col(lane, e), acc[mt][nt][e]);
-  }
 };
 
 __device__ __forceinline__ void mma_884_f64(double (&d)[2], double a, double b) {
@@ -202,22 +187,10 @@ __device__ __forceinline__ void mma_884_f64(double (&d)[2], double a, double b) 
 }
 
 template <class LoadA, class LoadB, int BM, int BN, int BK, int WM, int WN>
-struct F64Math {
-  static constexpr int WARPS_N = BN / WN, MT = WM / 8, NT = WN / 8;
+struct F64Math : WarpFragments<double, 8, 2, BN, WM, WN> {
+  using Base = WarpFragments<double, 8, 2, BN, WM, WN>;
+  using Base::acc, Base::lane, Base::wm0, Base::wn0, Base::MT, Base::NT;
   static_assert(WM % 8 == 0 && WN % 8 == 0 && BK % 4 == 0, "m8n8k4 tiling");
-  double acc[MT][NT][2];
-  int wm0, wn0, lane;
-
-  __device__ __forceinline__ void init(int tid) {
-    const int warp = tid / 32;
-    lane = tid % 32;
-    wm0 = (warp / WARPS_N) * WM;
-    wn0 = (warp % WARPS_N) * WN;
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
-  }
 
   __device__ __forceinline__ void compute(const double* sA, const double* sB, int) {
     const int g = lane / 4, t = lane % 4;
@@ -239,17 +212,6 @@ struct F64Math {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) mma_884_f64(acc[mt][nt], a[mt], b[nt]);
     }
-  }
-
-  template <class F>
-  __device__ __forceinline__ void for_each(F&& f) const {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          f(wm0 + mt * 8 + lane / 4, wn0 + nt * 8 + (lane % 4) * 2 + e, acc[mt][nt][e]);
   }
 };
 
