@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from .dtypes import DType, as_dtype
 from .errors import ModeError, StrideError

@@ -3,12 +3,11 @@
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 import pytest
 
 import gett
 from gett.codegen import operand_layout, render_kernel
-from gett.config import KernelConfig, default_config, math_path
+from gett.config import default_config, math_path
 from gett.kernel import build_kernel
 
 ARCHS = ("sm_80", "sm_90")
@@ -123,11 +122,20 @@ def test_math_path_selection():
 
 
 def test_compile_error_names_the_kept_source(tmp_path, monkeypatch):
+    """An NVRTC failure raises CompileError with NVRTC's message and the path of the kept source."""
+    import re
+    from pathlib import Path
     from gett.nvrtc import compile_cubin
+    monkeypatch.setenv("GETT_CACHE_DIR", str(tmp_path))
+    source = 'extern "C" __global__ void k() { this is not C++; }'
     with pytest.raises(gett.CompileError) as info:
-        compile_cubin('extern "C" __global__ void k() { this is not C++; }', arch="sm_90")
-    path = str(info.value).split("kept at ")[-1].split()[0] if "kept at " in str(info.value) else None
-    assert "error" in str(info.value).lower()
+        compile_cubin(source, arch="sm_90")
+    message = str(info.value)
+    assert "error" in message.lower()
+    kept = re.search(r"Source kept at: (\S+)", message)
+    assert kept, message
+    assert Path(kept.group(1)).read_text() == source
+
 
 
 def test_split_k_for_long_thin_contractions():

@@ -1,6 +1,5 @@
 """The reference executor, which runs the plan's own index tables, against numpy.einsum (float64)."""
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gett
