@@ -6,6 +6,8 @@
 // 16-byte alignment and spreads ldmatrix rows over all banks. ASYNC loaders use cp.async (4/8/16-byte
 // copies, zero-filled out of range) and apply an elementwise op in place once their copies landed
 // (transform); the others stage through registers, for 2-byte scalars, applying the op on the way.
+// VSTEP > 1 (register-staged only): a vector's elements, consecutive in memory, lie VSTEP positions
+// apart in the tile — the operand's stride-1 mode is the second mode of a box (gett/tiling.py).
 #pragma once
 #include "copy.cuh"
 #include "types.cuh"
@@ -13,7 +15,7 @@
 namespace gett {
 
 template <class T, class Acc, class Offset, class RowIndex, class KIndex, class RowTable, class KTable,
-          class Op, int BR, int BK, int THREADS, bool ROW_CONTIG, int V, bool ASYNC>
+          class Op, int BR, int BK, int THREADS, bool ROW_CONTIG, int V, bool ASYNC, int VSTEP = 1>
 struct TileLoader {
   static constexpr bool kRowContig = ROW_CONTIG;
   static constexpr int PAD = (16 / int(sizeof(T))) > 0 ? 16 / int(sizeof(T)) : 1;
@@ -26,6 +28,7 @@ struct TileLoader {
   static constexpr bool kFixedLinePos = THREADS % VPL == 0;          // a thread's position in a line never moves
   static_assert(LINE % V == 0, "tile extent must be a multiple of the vector width");
   static_assert(ASYNC ? sizeof(T) * V >= 4 : true, "cp.async moves at least 4 bytes");
+  static_assert(VSTEP == 1 || (!ASYNC && LINE % (VSTEP * V) == 0), "strided vectors are staged and tile the line");
   using Vector = Vec<T, V>;
 
   const T* base;
@@ -38,12 +41,11 @@ struct TileLoader {
 
   // Coordinates of this thread's i-th vector inside the tile: (row r, depth kk).
   __device__ __forceinline__ void coords(int i, int& r, int& kk) const {
-    int v = tid + i * THREADS;
-    int line = v / VPL, pos = (v % VPL) * V;
-    if constexpr (kFixedLinePos) {
-      line = tid / VPL + i * (THREADS / VPL);
-      pos = (tid % VPL) * V;
-    }
+    const int v = tid + i * THREADS;
+    const int line = kFixedLinePos ? tid / VPL + i * (THREADS / VPL) : v / VPL;
+    const int j = kFixedLinePos ? tid % VPL : v % VPL;   // vector index inside the line
+    // VSTEP groups: vector j starts at j % VSTEP inside a block of VSTEP * V positions
+    const int pos = VSTEP == 1 ? j * V : j % VSTEP + (j / VSTEP) * (VSTEP * V);
     if constexpr (ROW_CONTIG) { r = pos; kk = line; } else { r = line; kk = pos; }
   }
 
@@ -128,7 +130,12 @@ struct TileLoader {
             out.v[e] = staged_ok[i] ? convert<T>(Op{}(convert<Acc>(staged[i].v[e]))) : zero<T>();
           }
         }
-        *reinterpret_cast<Vector*>(stage + smem_index(r, kk)) = out;
+        if constexpr (VSTEP == 1) {
+          *reinterpret_cast<Vector*>(stage + smem_index(r, kk)) = out;
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) stage[smem_index(r, kk) + e * VSTEP] = out.v[e];
+        }
       }
     }
   }

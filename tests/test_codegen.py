@@ -3,6 +3,7 @@
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 
 import gett
@@ -163,3 +164,22 @@ def test_split_k_kernels_compile(arch, dtype):
     assert kernel.config.split_k > 1
     assert "gett_reduce_splits" in kernel.source
     assert kernel.report.spill_stores == 0 and kernel.report.spill_loads == 0
+
+
+def test_second_mode_of_a_box_loads_strided_vectors():
+    """TCCG #28 abcd-eafb-fdec: after box tiling K = [e%8, f%4, ...], B's stride-1 mode f is the box's
+    second mode — B moves 4-element vectors whose elements lie 8 tile positions apart (register-staged)."""
+    from gett.tiling import tile_plan
+    D = gett.TensorDescriptor
+    col = lambda shape: tuple(int(np.prod(shape[:i])) for i in range(len(shape)))
+    s = (72,) * 4
+    plan = gett.plan_contraction(D(s, col(s), "f16"), "eafb", D(s, col(s), "f16"), "fdec", D(s, col(s), "f16"),
+                                 "abcd")
+    cfg = default_config(plan)
+    tiled = tile_plan(plan, cfg)
+    b = operand_layout(tiled, "B", "N", cfg.bn, cfg.bk)
+    assert (b.row_contig, b.vector, b.step, b.is_async) == (False, 4, 8, False)
+    a = operand_layout(tiled, "A", "M", cfg.bm, cfg.bk)
+    assert (a.vector, a.step, a.is_async) == (8, 1, True)
+    src, _, _ = render_kernel(tiled, cfg)
+    assert "false, 4, false, 8>" in src
