@@ -6,6 +6,7 @@ Loading and launching is in :mod:`gett.launch`.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -92,16 +93,22 @@ class CompiledKernel:
 
 
 def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel:
-    """Compile ``plan``'s kernel for ``arch`` with ``config`` (default: the plan's override or the
-    heuristic), lowering the pipeline depth until the shared memory fits the architecture."""
+    """Compile ``plan``'s kernel for ``arch`` with the first of: ``config``, the plan's override, the plan
+    database's entry (:func:`gett.plan_db.lookup`), the heuristic; lowering the pipeline depth until the
+    shared memory fits the architecture."""
     from .kernel_cache import compile_cached
-    cfg = config or plan.config_override or default_config(plan)
+    from .plan_db import lookup
+    tuned = None if config or plan.config_override else lookup(plan, arch)
+    cfg = config or plan.config_override or tuned or default_config(plan)
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
     tiled = tile_plan(plan, cfg)
     source, smem, threads = render_kernel(tiled, cfg)
     while smem > limit and cfg.stages > 2:
         cfg = KernelConfig(**{**cfg.__dict__, "stages": cfg.stages - 1})
         source, smem, threads = render_kernel(tiled, cfg)
+    if smem > limit and tuned:   # a database entry that doesn't fit here must not break the plan
+        warnings.warn(f"gett: tuned configuration {tuned.key()} does not fit {arch}; using the heuristic")
+        return build_kernel(plan, arch, default_config(plan))
     if smem > limit:
         raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
     source = f"// device headers {headers_digest()}\n{source}"

@@ -72,6 +72,11 @@ class ContractionPlan:
         return any(e == 0 for e in self.analysis.extents.values())
 
     @property
+    def beta_hint(self):
+        """The ``beta`` hint given at plan time: None (not given), False (beta = 0: C is never read), True."""
+        return self.signature[5]
+
+    @property
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k * self.batch
 
@@ -145,7 +150,7 @@ def check_output_strides(desc: TensorDescriptor, name: str) -> None:
 def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type=None,
                      alpha=None, beta=None, op_a=None, op_b=None, op_c=None, op_out=None,
                      op_ab=None, reduce=None, broadcast=(), device_arch=None,
-                     config=None) -> ContractionPlan:
+                     config=None, autotune=None) -> ContractionPlan:
     """Plan ``D[modes_C] = op_out(alpha · Σ op_ab(op_a(A), op_b(B)) + beta · op_c(C))``.
 
     ``A``, ``B``, ``C`` (and optionally ``D``, default: C's layout) are arrays (numpy, CuPy, PyTorch) or
@@ -155,8 +160,10 @@ def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type
     (``beta=0`` tells the planner C is not read). ``op_*`` are elementwise functions (lambdas or
     :mod:`gett.ops`); ``op_ab`` and ``reduce=(function, identity)`` define a custom semiring.
     ``broadcast`` lists modes that appear in C only. ``device_arch`` (e.g. "sm_90") compiles the kernel
-    ahead for that architecture, no GPU needed. Raises subclasses of ``ValueError``/``TypeError``
-    naming the tensor, mode and values on bad input.
+    ahead for that architecture, no GPU needed. ``autotune`` (seconds, or True for 20 s) times candidate
+    kernel configurations on the current GPU first, unless the plan database has this plan already
+    (:func:`gett.tuner.autotune`; without a GPU it warns and plans as usual). Raises subclasses of
+    ``ValueError``/``TypeError`` naming the tensor, mode and values on bad input.
     """
     descs, arrays = {}, {}
     for name, x in (("A", A), ("B", B), ("C", C)):
@@ -186,6 +193,9 @@ def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type
     if plan is None:
         plan = _PLAN_CACHE.put(signature, _build_plan(signature, descs, modes, compute, ops, broadcast,
                                                       beta_class, device_arch, config))
+    if autotune is not None:
+        from .tuner import autotune as tune_plan
+        tune_plan(plan, autotune)
     if device_arch is not None and not plan.is_empty:
         plan.kernel(device_arch)   # plan time includes compile time (DESIGN.md, data flow step 2)
     return plan

@@ -1,0 +1,279 @@
+"""Tuned kernel configurations: a shipped database per GPU architecture, and the user's on top of it.
+
+Two layers, both ``<arch>.json`` (``arch`` as :func:`gett.nvrtc.normalize_arch` spells it, e.g. ``sm_90``):
+
+- shipped, read-only: ``gett/plans/`` in a wheel, ``plans/`` in the repository (:func:`shipped_dir`);
+- user, written by :func:`record` (the tuner): ``<gett.kernel_cache.cache_dir()>/plans/``.
+
+A user entry overrides a shipped one with the same key. File format::
+
+    {"version": 1, "entries": {<key>: {"config": {<KernelConfig fields>}, "ms": 0.0123, "date": "2026-11-23",
+                                       "gett": "0.1.0", "family": <family key>, "gemm": [M, N, K, L]}}}
+
+The key (:func:`plan_key`) is the sha256 of a canonical json of everything about a plan a configuration
+depends on: architecture, dtypes of A, B, C/D, compute type, the ops' keys, the descriptors' alignments and
+the index tables (each GEMM dimension's extents and every tensor's strides). No ``hash()``, so keys are the
+same in every process and Python version.
+
+Near-identical shapes: with no entry under a plan's key, :func:`lookup` reuses the entry of the same
+*family* (:func:`family_key`: the key with the extents left out and each stride reduced to 0, 1, -1, "+" or
+"-") whose GEMM M, N, K and batch are each within a factor of 2 of the plan's; of several, the one
+closest in the sum of |log(ratio)|, then the smallest key.
+
+Files are replaced atomically, under an ``fcntl.flock`` lock file for read-modify-write (without fcntl,
+concurrent writers may lose each other's entries). A file or entry that can't be read or doesn't check out
+(bad json, wrong schema, an invalid :class:`KernelConfig`) is ignored with a warning, never an error.
+Parsed files are kept in memory and re-read only when the file changes (inode, mtime or size).
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import math
+import os
+import threading
+import warnings
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from .config import KernelConfig
+from .modes import GROUPS
+
+__all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "plan_key", "record",
+           "shipped_dir", "shipped_path", "user_path"]
+
+FORMAT = 1
+_TENSORS = "ABCD"
+_INT_FIELDS = tuple(f.name for f in fields(KernelConfig) if f.name != "math")
+
+_files: dict = {}       # path -> (stat signature, {key: Entry})
+_merged: dict = {}      # arch -> ((paths, shipped signature, user signature), entries, entries by family)
+_memo_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One tuned configuration: its measured median time, when and by which gett version, and the
+    family and GEMM extents (M, N, K, L) that the near-identical-shape rule compares."""
+    config: KernelConfig
+    ms: float
+    date: str
+    version: str
+    family: str
+    gemm: tuple
+
+    def to_json(self) -> dict:
+        return {"config": asdict(self.config), "ms": self.ms, "date": self.date, "gett": self.version,
+                "family": self.family, "gemm": list(self.gemm)}
+
+    @classmethod
+    def from_json(cls, raw) -> Entry:
+        """Raises ValueError or TypeError when ``raw`` is not a valid entry."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("config"), dict):
+            raise TypeError("an entry must be an object with a 'config' object")
+        cfg = raw["config"]
+        if not isinstance(cfg.get("math"), str) or any(type(cfg.get(f, 0)) is not int for f in _INT_FIELDS):
+            raise TypeError(f"config {cfg} must have a string 'math' and integer sizes")
+        config = KernelConfig(**cfg)   # unknown or missing fields: TypeError
+        config.validate()
+        gemm = raw.get("gemm")
+        if not (isinstance(gemm, list) and len(gemm) == 4 and all(type(x) is int for x in gemm)):
+            raise TypeError(f"'gemm' must be a list of 4 integers, got {gemm!r}")
+        ms = raw.get("ms")
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not isinstance(raw.get("family"), str):
+            raise TypeError("'ms' must be a number and 'family' a string")
+        return cls(config, float(ms), str(raw.get("date", "")), str(raw.get("gett", "")), raw["family"],
+                   tuple(gemm))
+
+
+# Keys ------------------------------------------------------------------------------------------------------
+def _arch(arch) -> str:
+    from .nvrtc import normalize_arch
+    return normalize_arch(arch)
+
+
+def _stride_class(s: int):
+    return s if s in (0, 1, -1) else ("+" if s > 0 else "-")
+
+
+def _signature(plan, arch, exact: bool) -> dict:
+    """The json-able description a key hashes; without ``exact``, extents and stride magnitudes are left out."""
+    d = plan.descriptors
+    tables = {}
+    for g in GROUPS:
+        t = plan.tables[g]
+        strides = {x: [s if exact else _stride_class(s) for s in t.strides_of(x)] for x in _TENSORS}
+        tables[g] = {"extents": list(t.extents) if exact else len(t.extents), "strides": strides}
+    return {"format": FORMAT, "arch": _arch(arch), "dtypes": [d[x].dtype.name for x in _TENSORS],
+            "compute": plan.compute_type.name, "ops": list(plan.ops.key),
+            "alignment": [d[x].alignment for x in _TENSORS], "tables": tables}
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def plan_key(plan, arch) -> str:
+    """The exact key of ``plan`` on ``arch``: stable across processes, machines and Python versions."""
+    return _digest(_signature(plan, arch, exact=True))
+
+
+def family_key(plan, arch) -> str:
+    """The key of ``plan``'s family: plans that differ only in extents (and stride magnitudes)."""
+    return _digest(_signature(plan, arch, exact=False))
+
+
+def _gemm(plan) -> tuple:
+    return (plan.m, plan.n, plan.k, plan.batch)
+
+
+# Files -----------------------------------------------------------------------------------------------------
+def shipped_dir() -> Path | None:
+    """The shipped database's folder: ``gett/plans`` in a wheel, ``plans/`` in the repository."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "plans", here.parent / "plans"):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def shipped_path(arch) -> Path | None:
+    folder = shipped_dir()
+    return None if folder is None else folder / f"{_arch(arch)}.json"
+
+
+def user_path(arch) -> Path:
+    from .kernel_cache import cache_dir
+    return cache_dir() / "plans" / f"{_arch(arch)}.json"
+
+
+def _stat(path: Path | None):
+    """What identifies one version of a file (os.replace gives a new inode); None when there is none."""
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _read(path: Path) -> dict:
+    """``{key: Entry}`` of the file at ``path``: {} when missing; bad files and entries are warned about."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        warnings.warn(f"gett: ignoring the plan database {path}: {e}", stacklevel=4)
+        return {}
+    if not isinstance(data, dict) or data.get("version") != FORMAT or not isinstance(data.get("entries"), dict):
+        warnings.warn(f"gett: ignoring the plan database {path}: not a version-{FORMAT} "
+                      f'{{"version": ..., "entries": {{...}}}} object', stacklevel=4)
+        return {}
+    entries = {}
+    for key, raw in data["entries"].items():
+        try:
+            entries[key] = Entry.from_json(raw)
+        except (TypeError, ValueError) as e:
+            warnings.warn(f"gett: ignoring entry {key[:16]} of the plan database {path}: {e}", stacklevel=4)
+    return entries
+
+
+def _load(path: Path | None) -> tuple:
+    """(stat signature, entries) of ``path``, parsed again only when the file changed."""
+    sig = _stat(path)
+    if sig is None:
+        return None, {}
+    with _memo_lock:
+        memo = _files.get(path)
+    if memo is not None and memo[0] == sig:
+        return memo
+    memo = (sig, _read(path))
+    with _memo_lock:
+        _files[path] = memo
+    return memo
+
+
+def _database(arch: str) -> tuple:
+    """(entries, entries by family) of shipped and user layers together, the user's winning."""
+    paths = (shipped_path(arch), user_path(arch))
+    (s_sig, shipped), (u_sig, user) = _load(paths[0]), _load(paths[1])
+    version = (paths, s_sig, u_sig)   # the paths too: GETT_CACHE_DIR may change between calls
+    with _memo_lock:
+        memo = _merged.get(arch)
+    if memo is not None and memo[0] == version:
+        return memo[1], memo[2]
+    entries = {**shipped, **user}
+    families: dict = {}
+    for key, entry in sorted(entries.items()):
+        families.setdefault(entry.family, []).append((key, entry))
+    with _memo_lock:
+        _merged[arch] = (version, entries, families)
+    return entries, families
+
+
+def clear_memory_cache() -> None:
+    """Forget parsed files, so the next lookup reads the disk (for tests)."""
+    with _memo_lock:
+        _files.clear()
+        _merged.clear()
+
+
+# Lookup and record -----------------------------------------------------------------------------------------
+def _within_2x(a: tuple, b: tuple) -> bool:
+    return all(x > 0 and y > 0 and max(x, y) <= 2 * min(x, y) for x, y in zip(a, b))
+
+
+def _distance(a: tuple, b: tuple) -> float:
+    return sum(abs(math.log(x / y)) for x, y in zip(a, b))
+
+
+def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
+    """The tuned configuration of ``plan`` on ``arch``: its own entry, else (unless ``exact``) the nearest
+    entry of its family within a factor of 2 in M, N, K and batch (module docstring); None without one."""
+    arch = _arch(arch)
+    entries, families = _database(arch)
+    hit = entries.get(plan_key(plan, arch))
+    if hit is not None or exact:
+        return None if hit is None else hit.config
+    gemm = _gemm(plan)
+    near = [(_distance(e.gemm, gemm), key, e) for key, e in families.get(family_key(plan, arch), ())
+            if _within_2x(e.gemm, gemm)]
+    return min(near, key=lambda x: x[:2])[2].config if near else None
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """Hold an exclusive lock on ``<path>.lock`` (a no-op where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # closing releases the lock
+
+
+def record(plan, arch, config: KernelConfig, ms: float) -> None:
+    """Store ``config`` (measured at ``ms`` milliseconds) as ``plan``'s tuned configuration on ``arch`` in the
+    user database. Safe with concurrent writers; raises OSError when the file can't be written."""
+    from . import __version__
+    from .kernel_cache import _atomic_write
+    config.validate()
+    arch = _arch(arch)
+    entry = Entry(config, float(ms), datetime.date.today().isoformat(), __version__, family_key(plan, arch),
+                  _gemm(plan))
+    path = user_path(arch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path):
+        entries = _read(path)   # fresh from disk under the lock: other writers' entries are kept
+        entries[plan_key(plan, arch)] = entry
+        data = {"version": FORMAT, "entries": {k: e.to_json() for k, e in sorted(entries.items())}}
+        _atomic_write(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())

@@ -1,0 +1,312 @@
+"""Autotuning: time candidate kernel configurations of one plan on the GPU and record the fastest.
+
+:func:`tune` compiles the candidates in parallel processes (kernels land in the disk cache, so later
+builds are cache hits), times each on the current GPU with CUDA events on random, never-zero inputs laid
+out as the plan's descriptors say, discards any whose result differs from the heuristic's, and stores the
+winner with :func:`gett.plan_db.record`, where :func:`gett.kernel.build_kernel` finds it from then on.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import math
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+import warnings
+from itertools import product
+
+import numpy as np
+
+from . import plan_db
+from .config import TARGET_CTAS, KernelConfig, default_config, split_k_for
+from .errors import DeviceError
+
+__all__ = ["DEFAULT_BUDGET", "autotune", "candidate_configs", "tune"]
+
+DEFAULT_BUDGET = 20.0    # seconds, for autotune=True
+MAX_CANDIDATES = 32
+RUNS, WARMUP = 10, 3
+
+
+# Candidates ------------------------------------------------------------------------------------------------
+def _tile_sizes(extent: int, path: str) -> list:
+    """Tile sizes up to the smallest one covering ``extent``: bigger tiles would only hold padding."""
+    sizes = (32, 64, 128, 256) if path in ("mma16", "tf32", "3xtf32") else (32, 64, 128)
+    cover = next((s for s in sizes if s >= extent), sizes[-1])
+    return [s for s in sizes if s <= cover]
+
+
+def _thread_shapes(path: str, bm: int, bn: int) -> list:
+    """Warp tiles (tensor-core paths) or thread tiles (SIMT) giving 1 to 8 warps for a bm x bn tile."""
+    if path == "simt":
+        return [{"tm": bm // d, "tn": bn // d} for d in (8, 16) if bm >= d and bn >= d]
+    return [{"wm": wm, "wn": wn} for wm, wn in product((32, 64), (32, 64))
+            if wm <= bm and wn <= bn and (bm // wm) * (bn // wn) <= 8]
+
+
+def _closeness(cfg: KernelConfig, base: KernelConfig) -> tuple:
+    """Order candidates nearest the heuristic first, so a short budget times the likeliest ones."""
+    def log2(a, b):
+        return abs(math.log2(max(a, 1) / max(b, 1)))
+    return (log2(cfg.bm, base.bm) + log2(cfg.bn, base.bn) + log2(cfg.bk, base.bk)
+            + abs(cfg.stages - base.stages) + log2(cfg.wm or cfg.tm, base.wm or base.tm)
+            + log2(cfg.wn or cfg.tn, base.wn or base.tn) + log2(cfg.split_k, base.split_k), cfg.key())
+
+
+def _valid(cfg: KernelConfig) -> bool:
+    try:
+        cfg.validate()
+    except ValueError:
+        return False
+    return True
+
+
+def _fits(plan, arch: str, cfg: KernelConfig) -> bool:
+    """Whether ``cfg``'s shared memory fits ``arch`` as it is (build_kernel would lower its stages)."""
+    from .codegen import render_kernel
+    from .kernel import _MAX_SHARED, arch_number
+    from .tiling import tile_plan
+    return render_kernel(tile_plan(plan, cfg), cfg)[1] <= _MAX_SHARED.get(arch_number(arch), 99 * 1024)
+
+
+def candidate_configs(plan, arch: str) -> list:
+    """The heuristic's configuration first, then up to MAX_CANDIDATES - 1 neighbours nearest it: tile sizes
+    up to the one covering each GEMM extent, 1 to 8 warps (or 64/256 SIMT threads), half/double the K depth,
+    one stage fewer or more, split-K by the heuristic's rule, and split-K of 1 to 32 for the heuristic's
+    tile when the output tiles are too few to fill the GPU. All pass validate() and fit ``arch``'s shared memory."""
+    base = default_config(plan)
+    grid = set()
+    for bm, bn in product(_tile_sizes(plan.m, base.math), _tile_sizes(plan.n, base.math)):
+        for bk, stages in product((base.bk // 2, base.bk, base.bk * 2), (base.stages - 1, base.stages,
+                                                                        base.stages + 1)):
+            for shape in _thread_shapes(base.math, bm, bn):
+                cfg = dataclasses.replace(base, bm=bm, bn=bn, bk=bk, stages=stages, split_k=1, **shape)
+                if _valid(cfg):
+                    grid.add(dataclasses.replace(cfg, split_k=split_k_for(plan, cfg)))
+    tiles = -(-plan.m // base.bm) * -(-plan.n // base.bn) * plan.batch
+    if tiles < TARGET_CTAS // 2:
+        grid.update(dataclasses.replace(base, split_k=s) for s in (1, 2, 4, 8, 16, 32)
+                    if s <= max(1, -(-plan.k // base.bk) // 2))
+    grid.discard(base)
+    out = [base]
+    for cfg in sorted(grid, key=lambda c: _closeness(c, base)):
+        if len(out) == MAX_CANDIDATES:
+            break
+        if _fits(plan, arch, cfg):
+            out.append(cfg)
+    return out
+
+
+# Compiling in parallel -------------------------------------------------------------------------------------
+_jobs: list = []   # (plan, arch, config) per task: forked workers inherit it, since plans don't pickle
+
+
+def _build_job(index: int):
+    from .kernel import build_kernel
+    plan, arch, cfg = _jobs[index]
+    return build_kernel(plan, arch, cfg)
+
+
+def _start_builds(plan, arch: str, configs: list) -> tuple:
+    """(executor, futures) compiling ``configs`` in forked processes, or in threads where that fails."""
+    global _jobs
+    _jobs = [(plan, arch, cfg) for cfg in configs]
+    workers = max(1, min(len(configs), (os.cpu_count() or 1) - 2))   # spare cores keep the timing loop prompt
+    pool = None
+    try:
+        pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        return pool, [pool.submit(_build_job, i) for i in range(len(configs))]
+    except (OSError, ValueError, RuntimeError, ImportError):   # no fork here, or no process could start
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+    pool = cf.ThreadPoolExecutor(workers)   # NVRTC runs in ctypes calls, which release the GIL
+    return pool, [pool.submit(_build_job, i) for i in range(len(configs))]
+
+
+# Buffers and timing ----------------------------------------------------------------------------------------
+def _storage(dtype) -> np.dtype:
+    return dtype.numpy if dtype.numpy_name else np.dtype(np.uint16)   # bf16 as its bits
+
+
+def _random_values(dtype, n: int, rng) -> np.ndarray:
+    """``n`` values of ``dtype`` away from zero (1 to 3 for integers, 0.5 to 1.5 otherwise)."""
+    if dtype.kind == "i":
+        return rng.integers(1, 4, n).astype(dtype.numpy)
+    x = rng.uniform(0.5, 1.5, n)
+    if dtype.kind == "c":
+        return (x + 1j * rng.uniform(0.5, 1.5, n)).astype(dtype.numpy)
+    if dtype.name == "bf16":
+        return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return x.astype(dtype.numpy)
+
+
+class _Buffer:
+    """Device memory holding one tensor with its descriptor's strides, its element (0, ..., 0) at
+    ``pointer`` aligned as the descriptor promises."""
+
+    def __init__(self, desc, rng):
+        import cupy
+        self.desc, itemsize = desc, desc.dtype.itemsize
+        lo = sum(min(0, (e - 1) * s) for e, s in zip(desc.shape, desc.strides))
+        hi = sum(max(0, (e - 1) * s) for e, s in zip(desc.shape, desc.strides))
+        step = max(1, desc.alignment // itemsize)
+        self.origin = -lo + lo % step   # CuPy's allocations are 256-byte aligned
+        self.data = cupy.asarray(_random_values(desc.dtype, self.origin + hi + 1, rng))
+        self.pointer = self.data.data.ptr + self.origin * itemsize
+
+    def poison(self) -> None:
+        """Fill with values no kernel computes, so elements a kernel leaves unwritten are caught."""
+        if self.desc.dtype.name == "bf16":
+            self.data.fill(0x7FC0)   # NaN
+        else:
+            self.data.fill(np.nan if self.desc.dtype.kind != "i" else np.iinfo(self.data.dtype).min)
+
+    def get(self) -> np.ndarray:
+        """The tensor's elements on the host (bf16 as float32)."""
+        host = self.data.get()
+        if self.desc.dtype.name == "bf16":
+            host = (host.astype(np.uint32) << 16).view(np.float32)
+        view = np.lib.stride_tricks.as_strided(host[self.origin:], self.desc.shape,
+                                               [s * host.itemsize for s in self.desc.strides])
+        return np.array(view)
+
+
+def _median_ms(run) -> float:
+    """Median milliseconds of RUNS calls of ``run()`` after WARMUP, each between two CUDA events."""
+    import cupy
+    for _ in range(WARMUP):
+        run()
+    stream = cupy.cuda.get_current_stream()
+    events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(RUNS)]
+    for start, end in events:
+        start.record(stream)
+        run()
+        end.record(stream)
+    events[-1][1].synchronize()
+    return statistics.median(cupy.cuda.get_elapsed_time(s, e) for s, e in events)
+
+
+def _tolerance(plan) -> float:
+    """Largest relative (Frobenius) difference from the heuristic's result that still counts as equal:
+    the two differ only in summation order and, for narrow outputs, in one rounding."""
+    d = plan.descriptors["D"].dtype
+    if d.kind == "i":
+        return 0.0
+    eps = 2.0 ** -7 if d.name == "bf16" else float(np.finfo(_storage(d)).eps)
+    return max(8 * eps, 1e-4)
+
+
+def _mismatch(x: np.ndarray, ref: np.ndarray, tol: float) -> bool:
+    """True unless ``x`` has non-finite values where ``ref`` has and is within ``tol`` of it elsewhere."""
+    finite = np.isfinite(ref)
+    if not np.array_equal(finite, np.isfinite(x)):
+        return True
+    diff = np.linalg.norm((x - ref)[finite].astype(np.complex128))
+    return not diff <= tol * np.linalg.norm(ref[finite].astype(np.complex128))
+
+
+# Tuning ----------------------------------------------------------------------------------------------------
+def _gpu_arch() -> str:
+    from .kernel import current_arch
+    try:
+        return current_arch()
+    except DeviceError as e:
+        reason = str(e).split(";")[0]   # drop current_arch's advice on compiling ahead
+        raise DeviceError(f"tuning times kernels on a GPU, and none is available: {reason}") from None
+
+
+def tune(plan, budget_seconds: float, candidates=None) -> tuple:
+    """Find the fastest configuration of ``plan`` on the current GPU within about ``budget_seconds``;
+    returns ``(config, median ms)`` and records it in the user plan database.
+
+    ``candidates`` (default :func:`candidate_configs`) are tried after the heuristic's configuration, which
+    is always timed and is the reference: a candidate whose result differs from it is discarded, as are
+    candidates that fail validate(), don't fit shared memory, or fail to compile. Raises DeviceError
+    without a GPU and ValueError for an empty plan (no kernel to tune)."""
+    from .kernel import build_kernel
+    arch = _gpu_arch()
+    import cupy  # present: _gpu_arch found a device through it
+    if plan.is_empty:
+        raise ValueError("an extent is 0: the plan runs no kernel, there is nothing to tune")
+    deadline = time.monotonic() + budget_seconds
+    base = default_config(plan)
+    if candidates is None:
+        configs = candidate_configs(plan, arch)[1:]
+    else:
+        configs = [c for c in dict.fromkeys(candidates) if c != base and _valid(c) and _fits(plan, arch, c)]
+    pool, futures = _start_builds(plan, arch, configs)
+    try:
+        bench = _Bench(plan, arch)
+        best = bench.measure(build_kernel(plan, arch, base), reference=True)
+        for future in cf.as_completed(futures, timeout=max(0.0, deadline - time.monotonic())):
+            if future.exception() is not None:   # a candidate that doesn't compile is simply not a choice
+                continue
+            try:
+                result = bench.measure(future.result())
+            except cupy.cuda.driver.CUDADriverError:   # nor is one the driver won't launch (e.g. out of resources)
+                continue
+            if result is not None and result[1] < best[1]:
+                best = result
+            if time.monotonic() > deadline:
+                break
+    except cf.TimeoutError:
+        pass   # the budget ran out while candidates were still compiling
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    try:
+        plan_db.record(plan, arch, *best)
+    except OSError as e:
+        warnings.warn(f"gett: could not record the tuned configuration: {e}")
+    return best
+
+
+class _Bench:
+    """Random inputs and an output laid out like ``plan``'s descriptors, and the reference result."""
+
+    def __init__(self, plan, arch: str):
+        rng = np.random.default_rng(0)
+        self.plan, self.arch = plan, arch
+        self.buffers = {t: _Buffer(plan.descriptors[t], rng) for t in "ABCD"}
+        # beta: 0 where the plan was made for beta = 0 (C is never read), else 1 (signature: see plan.py)
+        self.beta = 0.0 if plan.beta_hint is False else 1.0
+        self.reference, self.tol = None, _tolerance(plan)
+
+    def measure(self, kernel, reference: bool = False):
+        """(config, median ms) of ``kernel``, or None when its result differs from the reference."""
+        import cupy
+
+        from .launch import Launcher
+        candidate = dataclasses.replace(
+            self.plan, signature=self.plan.signature + (("tuning", kernel.config.key()),),
+            config_override=kernel.config, device_arch=self.arch, _compiled={self.arch: kernel},
+            _lock=threading.Lock())
+        launch = Launcher(candidate, cupy.cuda.Device().id, "cupy")
+        b = self.buffers
+        args = (b["A"].pointer, b["B"].pointer, b["C"].pointer, b["D"].pointer, 1.0, self.beta)
+        b["D"].poison()
+        launch(*args)
+        result = b["D"].get()
+        if reference:
+            self.reference = result
+        elif _mismatch(result, self.reference, self.tol):
+            return None
+        return kernel.config, _median_ms(lambda: launch(*args))
+
+
+def autotune(plan, budget) -> None:
+    """``plan_contraction(..., autotune=budget)``: tune ``plan`` for ``budget`` seconds (True: DEFAULT_BUDGET)
+    unless it has an explicit config or an exact entry in the plan database already; without a GPU, warn
+    and leave the plan to the heuristic. A plan this process already compiled keeps its kernel: the tuned
+    configuration applies to plans made afterwards (see gett.clear_plan_cache)."""
+    if budget is None or budget is False or plan.config_override is not None or plan.is_empty:
+        return
+    try:
+        arch = _gpu_arch()
+    except DeviceError as e:
+        warnings.warn(f"gett: autotune skipped: {e}", stacklevel=3)
+        return
+    if plan_db.lookup(plan, arch, exact=True) is None:
+        tune(plan, DEFAULT_BUDGET if budget is True else float(budget))

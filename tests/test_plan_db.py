@@ -1,0 +1,225 @@
+"""CPU tests of the plan database (gett.plan_db) and the CPU side of the tuner: round trip, user over shipped,
+corrupt files ignored with a warning, concurrent writers, atomic writes, the near-identical-shape rule,
+key stability across processes, build_kernel's use of a hit, and behaviour without a GPU."""
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+import gett
+from gett import plan_db, tuner
+from gett.config import KernelConfig, default_config
+from gett.kernel import build_kernel
+
+ARCH = "sm_90"
+ODD = KernelConfig("mma16", 64, 64, 32, 2, wm=32, wn=32, group_m=4)   # no heuristic picks this
+
+
+def plan_of(m, n, k, dtype="f16", out="f16"):
+    d = gett.TensorDescriptor
+    return gett.plan_contraction(d((m, k), None, dtype), "mk", d((k, n), None, dtype), "kn",
+                                 d((m, n), None, out), "mn")
+
+
+def has_gpu():
+    try:
+        gett.kernel.current_arch()
+        return True
+    except gett.DeviceError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def private_db(tmp_path, monkeypatch):
+    """A fresh user database and an empty shipped folder per test."""
+    monkeypatch.setenv("GETT_CACHE_DIR", str(tmp_path / "cache"))
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    monkeypatch.setattr(plan_db, "shipped_dir", lambda: shipped)
+    plan_db.clear_memory_cache()
+    yield
+    plan_db.clear_memory_cache()
+
+
+def user_file() -> Path:
+    return plan_db.user_path(ARCH)
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def test_round_trip():
+    plan = plan_of(256, 192, 128)
+    assert plan_db.lookup(plan, ARCH) is None
+    plan_db.record(plan, ARCH, ODD, 0.125)
+    assert plan_db.lookup(plan, ARCH) == ODD            # the file changed: re-read without clearing
+    plan_db.clear_memory_cache()
+    assert plan_db.lookup(plan, ARCH, exact=True) == ODD
+    entry = json.loads(user_file().read_text())["entries"][plan_db.plan_key(plan, ARCH)]
+    assert entry["ms"] == 0.125 and entry["gett"] == gett.__version__ and entry["gemm"] == [256, 192, 128, 1]
+
+
+def test_unchanged_file_is_parsed_once(monkeypatch):
+    plan = plan_of(256, 192, 128)
+    plan_db.record(plan, ARCH, ODD, 1.0)
+    reads = []
+    real = plan_db._read
+    monkeypatch.setattr(plan_db, "_read", lambda path: reads.append(path) or real(path))
+    for _ in range(3):
+        assert plan_db.lookup(plan, ARCH) == ODD
+    assert reads == [user_file()]
+
+
+def test_user_entry_overrides_shipped():
+    plan = plan_of(256, 192, 128)
+    shipped_cfg = KernelConfig("mma16", 128, 64, 32, 3, wm=64, wn=32)
+    plan_db.record(plan, ARCH, shipped_cfg, 2.0)
+    user_file().replace(plan_db.shipped_path(ARCH))      # what was recorded becomes the shipped file
+    assert plan_db.lookup(plan, ARCH) == shipped_cfg
+    plan_db.record(plan, ARCH, ODD, 1.0)
+    assert plan_db.lookup(plan, ARCH) == ODD
+
+
+@pytest.mark.parametrize("text", [
+    "{not json",
+    json.dumps([1, 2]),
+    json.dumps({"version": 1, "entries": []}),
+    json.dumps({"version": 99, "entries": {}}),
+])
+def test_corrupt_file_is_ignored_with_a_warning(text):
+    write(user_file(), text)
+    with pytest.warns(UserWarning, match="ignoring the plan database"):
+        assert plan_db.lookup(plan_of(256, 192, 128), ARCH) is None
+
+
+@pytest.mark.parametrize("change", [
+    {"math": "wmma"},                 # unknown math path
+    {"bm": 48},                       # warp tile does not divide the tile
+    {"stages": 1},
+    {"bm": "64"},                     # wrong type
+    {"colour": 3},                    # unknown field
+])
+def test_invalid_config_is_ignored_with_a_warning(change):
+    plan = plan_of(256, 192, 128)
+    plan_db.record(plan, ARCH, ODD, 1.0)
+    data = json.loads(user_file().read_text())
+    for entry in data["entries"].values():
+        entry["config"].update(change)
+    write(user_file(), json.dumps(data))
+    with pytest.warns(UserWarning, match="ignoring entry"):
+        assert plan_db.lookup(plan, ARCH) is None
+    with pytest.warns(UserWarning):                        # recording over it works, dropping the bad entry
+        plan_db.record(plan_of(64, 64, 64), ARCH, ODD, 1.0)
+    assert len(json.loads(user_file().read_text())["entries"]) == 1
+
+
+def _record_many(worker: int) -> None:
+    for i in range(25):
+        plan_db.record(plan_of(100 * worker + i + 1, 64, 64), ARCH, ODD, float(i))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_concurrent_writers_keep_every_entry():
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_record_many, args=(w,)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 4
+    data = json.loads(user_file().read_text())
+    assert len(data["entries"]) == 100
+    for w in range(4):
+        for i in range(25):
+            assert plan_db.lookup(plan_of(100 * w + i + 1, 64, 64), ARCH, exact=True) == ODD
+
+
+def test_writes_are_atomic_and_leave_no_temp_files(monkeypatch):
+    plan_db.record(plan_of(256, 192, 128), ARCH, ODD, 1.0)
+    before = user_file().read_bytes()
+
+    def fail(src, dst):
+        raise OSError("disk full")
+    with monkeypatch.context() as patch, pytest.raises(OSError, match="disk full"):
+        patch.setattr(os, "replace", fail)
+        plan_db.record(plan_of(64, 64, 64), ARCH, ODD, 1.0)
+    assert user_file().read_bytes() == before
+    assert sorted(p.name for p in user_file().parent.iterdir()) == ["sm_90.json", "sm_90.json.lock"]
+
+
+def test_near_identical_shapes_reuse_an_entry_within_a_factor_of_2():
+    plan_db.record(plan_of(256, 256, 256), ARCH, ODD, 1.0)
+    assert plan_db.lookup(plan_of(300, 200, 400), ARCH) == ODD
+    assert plan_db.lookup(plan_of(300, 200, 400), ARCH, exact=True) is None
+    assert plan_db.lookup(plan_of(600, 256, 256), ARCH) is None       # M 2.3x larger
+    assert plan_db.lookup(plan_of(256, 256, 100), ARCH) is None       # K 2.6x smaller
+    assert plan_db.lookup(plan_of(256, 256, 256, "f32", "f32"), ARCH) is None   # another family
+    closer = KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32)
+    plan_db.record(plan_of(400, 256, 256), ARCH, closer, 1.0)
+    assert plan_db.lookup(plan_of(380, 256, 256), ARCH) == closer
+
+
+def test_key_is_stable_across_processes():
+    script = textwrap.dedent("""
+        import gett
+        from gett import plan_db
+        d = gett.TensorDescriptor
+        p = gett.plan_contraction(d((256, 128), None, "f16"), "mk", d((128, 192), None, "f16"), "kn",
+                                  d((256, 192), None, "f16"), "mn")
+        print(plan_db.plan_key(p, "sm_90"), plan_db.family_key(p, "sm_90"))
+    """)
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    plan = plan_of(256, 192, 128)
+    assert out.stdout.split() == [plan_db.plan_key(plan, ARCH), plan_db.family_key(plan, ARCH)]
+
+
+def test_build_kernel_uses_a_database_hit():
+    plan = plan_of(256, 192, 128)
+    assert default_config(plan) != ODD
+    plan_db.record(plan, ARCH, ODD, 1.0)
+    assert build_kernel(plan, ARCH).config == ODD
+    explicit = KernelConfig("mma16", 64, 64, 32, 3, wm=32, wn=32)
+    assert build_kernel(plan, ARCH, explicit).config == explicit   # an explicit config still wins
+    d = gett.TensorDescriptor
+    override = gett.plan_contraction(d((256, 128), None, "f16"), "mk", d((128, 192), None, "f16"), "kn",
+                                     d((256, 192), None, "f16"), "mn", config=explicit)
+    assert build_kernel(override, ARCH).config == explicit
+
+
+def test_candidates_are_valid_and_compile_in_parallel():
+    plan = plan_of(96, 80, 64)
+    configs = tuner.candidate_configs(plan, ARCH)
+    assert configs[0] == default_config(plan) and len(set(configs)) == len(configs) <= tuner.MAX_CANDIDATES
+    for cfg in configs:
+        cfg.validate()
+    pool, futures = tuner._start_builds(plan, ARCH, configs[1:3])
+    kernels = [f.result(timeout=120) for f in futures]
+    pool.shutdown()
+    assert [k.config for k in kernels] == configs[1:3]
+    assert all(build_kernel(plan, ARCH, cfg).report.from_cache for cfg in configs[1:3])   # on disk
+
+
+@pytest.mark.skipif(has_gpu(), reason="checks the behaviour without a GPU")
+def test_without_a_gpu_tune_raises_and_autotune_warns():
+    plan = plan_of(256, 192, 128)
+    with pytest.raises(gett.DeviceError, match="tuning times kernels on a GPU"):
+        tuner.tune(plan, 1.0)
+    d = gett.TensorDescriptor
+    with pytest.warns(UserWarning, match="autotune skipped"):
+        again = gett.plan_contraction(d((256, 128), None, "f16"), "mk", d((128, 192), None, "f16"), "kn",
+                                      d((256, 192), None, "f16"), "mn", autotune=True)
+    assert again is plan and not user_file().exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plan_of(256, 192, 128) is plan            # autotune=None: no warning, the same plan
