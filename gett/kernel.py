@@ -92,11 +92,25 @@ class CompiledKernel:
     name: str = KERNEL_NAME
 
 
+@dataclass(frozen=True)
+class KernelSource:
+    """A rendered translation unit, ready for NVRTC: everything compiling needs, and nothing of the plan."""
+    source: str
+    name: str
+    config: KernelConfig
+    shared_bytes: int
+    threads: int
+
+
 def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel:
-    """Compile ``plan``'s kernel for ``arch`` with the first of: ``config``, the plan's override, the plan
+    """Compile ``plan``'s kernel for ``arch`` (see :func:`kernel_source` for the configuration chosen)."""
+    return compile_source(kernel_source(plan, arch, config), arch)
+
+
+def kernel_source(plan, arch: str, config: KernelConfig = None) -> KernelSource:
+    """Render ``plan``'s kernel for ``arch`` with the first of: ``config``, the plan's override, the plan
     database's entry (:func:`gett.plan_db.lookup`), the heuristic; lowering the pipeline depth until the
     shared memory fits the architecture."""
-    from .kernel_cache import compile_cached
     from .plan_db import lookup
     tuned = None if config or plan.config_override else lookup(plan, arch)
     cfg = config or plan.config_override or tuned or default_config(plan)
@@ -108,12 +122,18 @@ def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel
         source, smem, threads = render_kernel(tiled, cfg)
     if smem > limit and tuned:   # a database entry that doesn't fit here must not break the plan
         warnings.warn(f"gett: tuned configuration {tuned.key()} does not fit {arch}; using the heuristic")
-        return build_kernel(plan, arch, default_config(plan))
+        return kernel_source(plan, arch, default_config(plan))
     if smem > limit:
         raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
-    source = f"// device headers {headers_digest()}\n{source}"
-    cached = compile_cached(source, arch=arch, name=f"gett_{cfg.key()}.cu",
-                            include_dirs=[str(kernels_dir())])
+    return KernelSource(f"// device headers {headers_digest()}\n{source}", f"gett_{cfg.key()}.cu", cfg, smem,
+                        threads)
+
+
+def compile_source(ks: KernelSource, arch: str) -> CompiledKernel:
+    """NVRTC (through the disk cache) and the resource report of a rendered kernel."""
+    from .kernel_cache import compile_cached
+    cached = compile_cached(ks.source, arch=arch, name=ks.name, include_dirs=[str(kernels_dir())])
+    cfg, smem, threads, source = ks.config, ks.shared_bytes, ks.threads, ks.source
     usage = cached.resources.get(KERNEL_NAME)
     if usage is None:   # an NVRTC that printed no ptxas report: resources are unknown (-1)
         usage = ResourceUsage(-1, -1, -1, -1, 0, 0)

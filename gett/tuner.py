@@ -101,29 +101,36 @@ def candidate_configs(plan, arch: str) -> list:
 
 
 # Compiling in parallel -------------------------------------------------------------------------------------
-_jobs: list = []   # (plan, arch, config) per task: forked workers inherit it, since plans don't pickle
-
-
-def _build_job(index: int):
-    from .kernel import build_kernel
-    plan, arch, cfg = _jobs[index]
-    return build_kernel(plan, arch, cfg)
+def _compile_job(source: str, arch: str, name: str, include_dirs: list) -> str:
+    """Worker: compile one rendered kernel into the disk cache (strings in, nothing of the plan)."""
+    from gett.kernel_cache import compile_cached
+    compile_cached(source, arch=arch, name=name, include_dirs=include_dirs)
+    return name
 
 
 def _start_builds(plan, arch: str, configs: list) -> tuple:
-    """(executor, futures) compiling ``configs`` in forked processes, or in threads where that fails."""
-    global _jobs
-    _jobs = [(plan, arch, cfg) for cfg in configs]
-    workers = max(1, min(len(configs), (os.cpu_count() or 1) - 2))   # spare cores keep the timing loop prompt
-    pool = None
-    try:
-        pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
-        return pool, [pool.submit(_build_job, i) for i in range(len(configs))]
-    except (OSError, ValueError, RuntimeError, ImportError):   # no fork here, or no process could start
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-    pool = cf.ThreadPoolExecutor(workers)   # NVRTC runs in ctypes calls, which release the GIL
-    return pool, [pool.submit(_build_job, i) for i in range(len(configs))]
+    """(executor, {future: config}) compiling ``configs`` into the disk cache in spawned processes (the
+    parent renders the sources: plans don't pickle, and forking a process that holds a CUDA context can
+    deadlock), or in threads where no process can start."""
+    from .kernel import kernel_source, kernels_dir
+    jobs = []
+    for cfg in configs:
+        try:
+            jobs.append((kernel_source(plan, arch, cfg), cfg))
+        except (ValueError, DeviceError):   # a candidate that can't be rendered here is no choice
+            continue
+    workers = max(1, min(len(jobs), (os.cpu_count() or 1) - 2))   # spare cores keep the timing loop prompt
+    include = [str(kernels_dir())]
+    for make in (lambda: cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")),
+                 lambda: cf.ThreadPoolExecutor(workers)):   # NVRTC runs in ctypes calls, which release the GIL
+        pool = None
+        try:
+            pool = make()
+            return pool, {pool.submit(_compile_job, ks.source, arch, ks.name, include): cfg for ks, cfg in jobs}
+        except (OSError, ValueError, RuntimeError, ImportError):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+    raise RuntimeError("no worker could be started to compile candidates")
 
 
 # Buffers and timing ----------------------------------------------------------------------------------------
@@ -245,7 +252,7 @@ def tune(plan, budget_seconds: float, candidates=None) -> tuple:
             if future.exception() is not None:   # a candidate that doesn't compile is simply not a choice
                 continue
             try:
-                result = bench.measure(future.result())
+                result = bench.measure(build_kernel(plan, arch, futures[future]))   # a disk-cache hit now
             except cupy.cuda.driver.CUDADriverError:   # nor is one the driver won't launch (e.g. out of resources)
                 continue
             if result is not None and result[1] < best[1]:
