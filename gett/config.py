@@ -140,9 +140,3 @@ def _tile_config(plan) -> KernelConfig:
     stages = 3
     bm, bn = _fit(m, (32, 64)), _fit(n, (32, 64))
     return KernelConfig("simt", bm, bn, bk, stages, tm=bm // 16, tn=bn // 16)
-
-
-def with_overrides(config: KernelConfig, **changes) -> KernelConfig:
-    new = replace(config, **changes)
-    new.validate()
-    return new

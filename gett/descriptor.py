@@ -70,9 +70,6 @@ class TensorDescriptor:
         info = describe(array)
         return cls(info.shape, info.strides, info.dtype, op=op, alignment=info.alignment)
 
-    def without_op(self) -> "TensorDescriptor":
-        return TensorDescriptor(self.shape, self.strides, self.dtype, None, self.alignment)
-
     def __repr__(self) -> str:
         op = "" if self.op is None else f", op={getattr(self.op, '__name__', self.op)!s}"
         return f"TensorDescriptor(shape={self.shape}, strides={self.strides}, dtype={self.dtype.name}{op})"

@@ -65,13 +65,6 @@ class IndexTable:
             lo, hi = lo + min(span, 0), hi + max(span, 0)
         return lo, hi
 
-    def contiguous_run(self, tensor: str) -> int:
-        """How many consecutive indices, starting at any multiple of the result, are consecutive in
-        memory (stride 1) in ``tensor``: the innermost mode's extent if its stride is 1, else 1."""
-        if self.extents and self.strides_of(tensor)[0] == 1:
-            return self.extents[0]
-        return 1
-
     def describe(self) -> str:
         def label(m):
             return "".join(map(str, m)) if all(isinstance(x, str) and len(x) == 1 for x in m) else \

@@ -292,14 +292,6 @@ def test_index_table_offset_range():
     assert t.offset_range("nope") == (0, 0)
 
 
-def test_index_table_contiguous_run():
-    """contiguous_run: the innermost extent when that mode has stride 1 in the tensor, else 1."""
-    t = _table()
-    assert t.contiguous_run("A") == 3
-    assert t.contiguous_run("C") == 1
-    assert IndexTable("K", (), (), ()).contiguous_run("A") == 1
-
-
 def test_describe_lists_modes_extents_strides():
     """describe() names the group, size, each mode:extent, divisors and every tensor's strides."""
     text = _table().describe()
