@@ -19,11 +19,11 @@ DEFAULT_CONFIGS = (
 
 
 def parse_config(text: str):
-    """``math:BMxBNxBK:sSTAGES:wWMxWN`` → KernelConfig."""
+    """``math:BMxBNxBK:sSTAGES[:wWMxWN]`` → KernelConfig (wgmma has no warp tile)."""
     from gett.config import KernelConfig
-    math, tile, stages, warp = text.split(":")
+    math, tile, stages, *warp = text.split(":")
     bm, bn, bk = (int(x) for x in tile.split("x"))
-    wm, wn = (int(x) for x in warp[1:].split("x"))
+    wm, wn = (int(x) for x in warp[0][1:].split("x")) if warp else (0, 0)
     return KernelConfig(math, bm, bn, bk, int(stages[1:]), wm=wm, wn=wn)
 
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-MATH_PATHS = ("mma16", "tf32", "3xtf32", "f64mma", "simt")
+MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt")
+WGMMA_N = (64, 128, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
 
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """``math``: one of MATH_PATHS. ``wm``/``wn``: warp tile (tensor-core paths); ``tm``/``tn``:
-    per-thread tile (SIMT path). ``threads`` follows: warps = (bm/wm)·(bn/wn), or (bm/tm)·(bn/tn)."""
+    """``math``: one of MATH_PATHS. ``wm``/``wn``: warp tile (mma.sync paths); ``tm``/``tn``:
+    per-thread tile (SIMT path). ``threads`` follows: warps = (bm/wm)·(bn/wn), or (bm/tm)·(bn/tn);
+    ``wgmma`` (sm_90a, 16-bit data) gives each warpgroup of 128 threads 64 rows × bn."""
     math: str
     bm: int
     bn: int
@@ -29,6 +31,8 @@ class KernelConfig:
 
     @property
     def threads(self) -> int:
+        if self.math == "wgmma":
+            return 128 * (self.bm // 64)
         if self.math == "simt":
             return (self.bm // self.tm) * (self.bn // self.tn)
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
@@ -40,7 +44,14 @@ class KernelConfig:
             raise ValueError(f"stages must be ≥ 2, got {self.stages}")
         if self.split_k < 1:
             raise ValueError(f"split_k must be ≥ 1, got {self.split_k}")
-        if self.math == "simt":
+        if self.math == "wgmma":
+            if self.bm not in (64, 128) or self.bn not in WGMMA_N or self.bk != 64:
+                raise ValueError(f"wgmma tile {self.bm}x{self.bn}x{self.bk}: bm must be 64 or 128 (one or two "
+                                 f"warpgroups; more spill), "
+                                 f"bn one of {WGMMA_N}, bk 64 (one 128-byte swizzle line of f16)")
+            if self.bm == 64 and self.bn == 256:   # one warpgroup: 128 accumulators plus its loads spill
+                raise ValueError("wgmma tile 64x256: 128 accumulators plus the loads spill; use 128x256")
+        elif self.math == "simt":
             if self.bm % self.tm or self.bn % self.tn:
                 raise ValueError(f"thread tile {self.tm}x{self.tn} does not divide {self.bm}x{self.bn}")
         else:
@@ -54,9 +65,9 @@ class KernelConfig:
             raise ValueError(f"configuration gives {self.threads} threads per CTA")
 
     def key(self) -> str:
-        t = f"w{self.wm}x{self.wn}" if self.math != "simt" else f"t{self.tm}x{self.tn}"
+        t = {"simt": f"_t{self.tm}x{self.tn}", "wgmma": ""}.get(self.math, f"_w{self.wm}x{self.wn}")
         split = f"_k{self.split_k}" if self.split_k > 1 else ""
-        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}_{t}_g{self.group_m}{split}"
+        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}"
 
 
 def math_path(plan) -> str:
@@ -105,16 +116,28 @@ def split_k_for(plan, cfg: KernelConfig) -> int:
     return max(1, min(-(-TARGET_CTAS // tiles), k_tiles // 8, 64))
 
 
-def default_config(plan) -> KernelConfig:
-    """The heuristic: tile shape from the dtypes and GEMM extents, then split-K for long, thin work."""
-    cfg = _tile_config(plan)
+def default_config(plan, arch: str = None) -> KernelConfig:
+    """The heuristic: tile shape from the dtypes, GEMM extents and (when given) the target
+    architecture ("sm_90" opens wgmma), then split-K for long, thin work."""
+    cfg = _tile_config(plan, arch)
     return replace(cfg, split_k=split_k_for(plan, cfg))
 
 
-def _tile_config(plan) -> KernelConfig:
+def has_wgmma(arch: str) -> bool:
+    """Hopper (sm_90) is the one architecture with warpgroup MMA."""
+    return arch is not None and "".join(ch for ch in str(arch) if ch.isdigit()) == "90"
+
+
+def _tile_config(plan, arch: str = None) -> KernelConfig:
     """Tile sizes from the GEMM extents, so skinny dimensions waste little of a tile."""
     path = math_path(plan)
     m, n = plan.m, plan.n
+    if path == "mma16" and has_wgmma(arch) and m >= 128 and n >= 128 and plan.k >= 256 \
+            and _scalar_staging(plan, KernelConfig("wgmma", 128, 128, 64, 4)) == 0:
+        # Measured on H100 (benchmarks/tile_sweep.py, TCCG #12, #20, #21, 2026-11-22): 128x256 beats
+        # mma.sync's best by 1.3-1.6x; 128x128 s4 where N is too short for 256 columns. Operands staged
+        # element by element would spill with 64-deep tiles.
+        return KernelConfig("wgmma", 128, 256, 64, 3) if n >= 256 else KernelConfig("wgmma", 128, 128, 64, 4)
     if path == "mma16":
         bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32

@@ -60,6 +60,15 @@ def current_arch() -> str:
     return f"sm_{major}{minor}"
 
 
+def compile_arch(arch: str, cfg: KernelConfig) -> str:
+    """The target NVRTC compiles for: wgmma exists only on sm_90a, whose cubins run on every sm_90 GPU."""
+    if cfg.math == "wgmma":
+        if arch_number(arch) != 90:
+            raise DeviceError(f"configuration {cfg.key()} uses wgmma, which only sm_90 (Hopper) has; got {arch}")
+        return "sm_90a"
+    return arch
+
+
 @dataclass(frozen=True)
 class KernelReport:
     """What the compiler made of a kernel: resources per thread and CTA, and how long it took."""
@@ -113,7 +122,7 @@ def kernel_source(plan, arch: str, config: KernelConfig = None) -> KernelSource:
     shared memory fits the architecture."""
     from .plan_db import lookup
     tuned = None if config or plan.config_override else lookup(plan, arch)
-    cfg = config or plan.config_override or tuned or default_config(plan)
+    cfg = config or plan.config_override or tuned or default_config(plan, arch)
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
     tiled = tile_plan(plan, cfg)
     source, smem, threads = render_kernel(tiled, cfg)
@@ -122,7 +131,7 @@ def kernel_source(plan, arch: str, config: KernelConfig = None) -> KernelSource:
         source, smem, threads = render_kernel(tiled, cfg)
     if smem > limit and tuned:   # a database entry that doesn't fit here must not break the plan
         warnings.warn(f"gett: tuned configuration {tuned.key()} does not fit {arch}; using the heuristic")
-        return kernel_source(plan, arch, default_config(plan))
+        return kernel_source(plan, arch, default_config(plan, arch))
     if smem > limit:
         raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
     return KernelSource(f"// device headers {headers_digest()}\n{source}", f"gett_{cfg.key()}.cu", cfg, smem,
@@ -132,7 +141,8 @@ def kernel_source(plan, arch: str, config: KernelConfig = None) -> KernelSource:
 def compile_source(ks: KernelSource, arch: str) -> CompiledKernel:
     """NVRTC (through the disk cache) and the resource report of a rendered kernel."""
     from .kernel_cache import compile_cached
-    cached = compile_cached(ks.source, arch=arch, name=ks.name, include_dirs=[str(kernels_dir())])
+    cached = compile_cached(ks.source, arch=compile_arch(arch, ks.config), name=ks.name,
+                            include_dirs=[str(kernels_dir())])
     cfg, smem, threads, source = ks.config, ks.shared_bytes, ks.threads, ks.source
     usage = cached.resources.get(KERNEL_NAME)
     if usage is None:   # an NVRTC that printed no ptxas report: resources are unknown (-1)

@@ -21,7 +21,7 @@ from itertools import product
 import numpy as np
 
 from . import plan_db
-from .config import TARGET_CTAS, KernelConfig, default_config, split_k_for
+from .config import TARGET_CTAS, WGMMA_N, KernelConfig, default_config, has_wgmma, math_path, split_k_for
 from .errors import DeviceError
 
 __all__ = ["DEFAULT_BUDGET", "autotune", "candidate_configs", "tune"]
@@ -64,6 +64,15 @@ def _valid(cfg: KernelConfig) -> bool:
     return True
 
 
+def _wgmma_configs(plan, arch: str) -> list:
+    """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 2 to 4 stages."""
+    if not has_wgmma(arch) or math_path(plan) != "mma16":
+        return []
+    return [dataclasses.replace(cfg, split_k=split_k_for(plan, cfg))
+            for bm, bn, stages in product((64, 128), WGMMA_N, (2, 3, 4))
+            for cfg in [KernelConfig("wgmma", bm, bn, 64, stages)] if _valid(cfg)]
+
+
 def _fits(plan, arch: str, cfg: KernelConfig) -> bool:
     """Whether ``cfg``'s shared memory fits ``arch`` as it is (build_kernel would lower its stages)."""
     from .codegen import render_kernel
@@ -73,23 +82,25 @@ def _fits(plan, arch: str, cfg: KernelConfig) -> bool:
 
 
 def candidate_configs(plan, arch: str) -> list:
-    """The heuristic's configuration first, then up to MAX_CANDIDATES - 1 neighbours nearest it: tile sizes
-    up to the one covering each GEMM extent, 1 to 8 warps (or 64/256 SIMT threads), half/double the K depth,
-    one stage fewer or more, split-K by the heuristic's rule, and split-K of 1 to 32 for the heuristic's
-    tile when the output tiles are too few to fill the GPU. All pass validate() and fit ``arch``'s shared memory."""
-    base = default_config(plan)
-    grid = set()
-    for bm, bn in product(_tile_sizes(plan.m, base.math), _tile_sizes(plan.n, base.math)):
-        for bk, stages in product((base.bk // 2, base.bk, base.bk * 2), (base.stages - 1, base.stages,
-                                                                        base.stages + 1)):
-            for shape in _thread_shapes(base.math, bm, bn):
-                cfg = dataclasses.replace(base, bm=bm, bn=bn, bk=bk, stages=stages, split_k=1, **shape)
+    """The heuristic's configuration first, then up to MAX_CANDIDATES - 1 others nearest it: on sm_90 the
+    wgmma tiles (16-bit data); around the heuristic's mma.sync/SIMT choice, tile sizes up to the one
+    covering each GEMM extent, 1 to 8 warps (or 64/256 SIMT threads), half/double the K depth, one stage
+    fewer or more, split-K by the heuristic's rule, and split-K of 1 to 32 for that tile when the output
+    tiles are too few to fill the GPU. All pass validate() and fit ``arch``'s shared memory."""
+    base = default_config(plan, arch)
+    sync = default_config(plan)   # the centre of the mma.sync / SIMT neighbourhood
+    grid = set(_wgmma_configs(plan, arch)) | {sync}
+    for bm, bn in product(_tile_sizes(plan.m, sync.math), _tile_sizes(plan.n, sync.math)):
+        for bk, stages in product((sync.bk // 2, sync.bk, sync.bk * 2), (sync.stages - 1, sync.stages,
+                                                                        sync.stages + 1)):
+            for shape in _thread_shapes(sync.math, bm, bn):
+                cfg = dataclasses.replace(sync, bm=bm, bn=bn, bk=bk, stages=stages, split_k=1, **shape)
                 if _valid(cfg):
                     grid.add(dataclasses.replace(cfg, split_k=split_k_for(plan, cfg)))
-    tiles = -(-plan.m // base.bm) * -(-plan.n // base.bn) * plan.batch
+    tiles = -(-plan.m // sync.bm) * -(-plan.n // sync.bn) * plan.batch
     if tiles < TARGET_CTAS // 2:
-        grid.update(dataclasses.replace(base, split_k=s) for s in (1, 2, 4, 8, 16, 32)
-                    if s <= max(1, -(-plan.k // base.bk) // 2))
+        grid.update(dataclasses.replace(sync, split_k=s) for s in (1, 2, 4, 8, 16, 32)
+                    if s <= max(1, -(-plan.k // sync.bk) // 2))
     grid.discard(base)
     out = [base]
     for cfg in sorted(grid, key=lambda c: _closeness(c, base)):
@@ -112,7 +123,7 @@ def _start_builds(plan, arch: str, configs: list) -> tuple:
     """(executor, {future: config}) compiling ``configs`` into the disk cache in spawned processes (the
     parent renders the sources: plans don't pickle, and forking a process that holds a CUDA context can
     deadlock), or in threads where no process can start."""
-    from .kernel import kernel_source, kernels_dir
+    from .kernel import compile_arch, kernel_source, kernels_dir
     jobs = []
     for cfg in configs:
         try:
@@ -126,7 +137,8 @@ def _start_builds(plan, arch: str, configs: list) -> tuple:
         pool = None
         try:
             pool = make()
-            return pool, {pool.submit(_compile_job, ks.source, arch, ks.name, include): cfg for ks, cfg in jobs}
+            return pool, {pool.submit(_compile_job, ks.source, compile_arch(arch, cfg), ks.name, include): cfg
+                          for ks, cfg in jobs}
         except (OSError, ValueError, RuntimeError, ImportError):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
@@ -239,7 +251,7 @@ def tune(plan, budget_seconds: float, candidates=None) -> tuple:
     if plan.is_empty:
         raise ValueError("an extent is 0: the plan runs no kernel, there is nothing to tune")
     deadline = time.monotonic() + budget_seconds
-    base = default_config(plan)
+    base = default_config(plan, arch)
     if candidates is None:
         configs = candidate_configs(plan, arch)[1:]
     else:

@@ -26,6 +26,10 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
 
+// Shared-memory writes of the generic proxy (st.shared, cp.async) made visible to the async proxy,
+// through which wgmma reads its operands.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 // Four 8x8 matrices of 16-bit elements; lane i gives the row address of matrix i/8, row i%8.
 template <bool TRANSPOSE>
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) {

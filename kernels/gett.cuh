@@ -39,7 +39,7 @@ struct Gett {
                                              const typename P::TC* __restrict__ C,
                                              typename P::TD* __restrict__ D, Acc* __restrict__ partials,
                                              Acc alpha, Acc beta) {
-    extern __shared__ __align__(16) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem[];   // 1024: wgmma's swizzle atoms
     const int tid = threadIdx.x;
 
     // Tile coordinates: batches outermost; inside a batch GROUP_M row-tiles sweep the columns
@@ -93,19 +93,29 @@ struct Gett {
       cp_async_wait<STAGES - 2>();
       load_a.transform(sA + (kt % STAGES) * LoadA::STAGE_ELEMS, k_first + kt);
       load_b.transform(sB + (kt % STAGES) * LoadB::STAGE_ELEMS, k_first + kt);
+      if constexpr (Math::kAsyncMath) fence_proxy_async();   // wgmma reads shared memory through the async proxy
       __syncthreads();
       // Refill the stage consumed in the previous iteration: every thread has passed the barrier.
       const int next = kt + STAGES - 1;
       const int next_stage = next % STAGES;
-      if (next < k_tiles) {
-        load_a.issue(sA + next_stage * LoadA::STAGE_ELEMS, k_first + next);
-        load_b.issue(sB + next_stage * LoadB::STAGE_ELEMS, k_first + next);
-      }
-      cp_async_commit();
+      auto refill = [&] {
+        if (next < k_tiles) {
+          load_a.issue(sA + next_stage * LoadA::STAGE_ELEMS, k_first + next);
+          load_b.issue(sB + next_stage * LoadB::STAGE_ELEMS, k_first + next);
+        }
+        cp_async_commit();
+      };
       const int stage = kt % STAGES;
       const long long k_left = P::K - (long long)(k_first + kt) * BK;
+      // Synchronous math starts the loads first, so they are in flight during the MMAs; asynchronous
+      // math (wgmma) starts its MMAs first and issues the loads while the tensor cores work.
+      if constexpr (!Math::kAsyncMath) refill();
       math.compute(sA + stage * LoadA::STAGE_ELEMS, sB + stage * LoadB::STAGE_ELEMS,
                    k_left < BK ? int(k_left) : BK);
+      if constexpr (Math::kAsyncMath) {
+        refill();
+        math.wait();
+      }
       if (next < k_tiles) {
         load_a.store(sA + next_stage * LoadA::STAGE_ELEMS);
         load_b.store(sB + next_stage * LoadB::STAGE_ELEMS);
@@ -126,7 +136,7 @@ struct Gett {
   __device__ __forceinline__ static void epilogue(const Math& math, const typename P::TC* __restrict__ C,
                                                   typename P::TD* __restrict__ D, long long m0, long long n0,
                                                   Acc alpha, Acc beta, int tid) {
-    extern __shared__ __align__(16) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem[];   // 1024: wgmma's swizzle atoms
     Acc* tile = reinterpret_cast<Acc*>(smem);
     Offset* row_c = reinterpret_cast<Offset*>(smem + EPI_TILE_ALIGNED);
     Offset* row_d = row_c + BM;

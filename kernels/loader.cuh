@@ -8,6 +8,8 @@
 // (transform); the others stage through registers, for 2-byte scalars, applying the op on the way.
 // VSTEP > 1 (register-staged only): a vector's elements, consecutive in memory, lie VSTEP positions
 // apart in the tile — the operand's stride-1 mode is the second mode of a box (gett/tiling.py).
+// SWIZZLE128: no padding; the tile is the 128-byte-swizzled layout Hopper's wgmma reads (see
+// swizzled_index), with 16-byte accesses still landing in whole chunks.
 #pragma once
 #include "copy.cuh"
 #include "types.cuh"
@@ -15,10 +17,12 @@
 namespace gett {
 
 template <class T, class Acc, class Offset, class RowIndex, class KIndex, class RowTable, class KTable,
-          class Op, int BR, int BK, int THREADS, bool ROW_CONTIG, int V, bool ASYNC, int VSTEP = 1>
+          class Op, int BR, int BK, int THREADS, bool ROW_CONTIG, int V, bool ASYNC, int VSTEP = 1,
+          bool SWIZZLE128 = false>
 struct TileLoader {
   static constexpr bool kRowContig = ROW_CONTIG;
-  static constexpr int PAD = (16 / int(sizeof(T))) > 0 ? 16 / int(sizeof(T)) : 1;
+  static constexpr bool kSwizzle128 = SWIZZLE128;
+  static constexpr int PAD = SWIZZLE128 ? 0 : (16 / int(sizeof(T))) > 0 ? 16 / int(sizeof(T)) : 1;
   static constexpr int LD = ROW_CONTIG ? BR + PAD : BK + PAD;        // elements between shared rows
   static constexpr int STAGE_ELEMS = ROW_CONTIG ? BK * LD : BR * LD;
   static constexpr int LINE = ROW_CONTIG ? BR : BK;                  // contiguous extent of the tile
@@ -29,6 +33,10 @@ struct TileLoader {
   static_assert(LINE % V == 0, "tile extent must be a multiple of the vector width");
   static_assert(ASYNC ? sizeof(T) * V >= 4 : true, "cp.async moves at least 4 bytes");
   static_assert(VSTEP == 1 || (!ASYNC && LINE % (VSTEP * V) == 0), "strided vectors are staged and tile the line");
+  static constexpr int LINE_ELEMS = 128 / int(sizeof(T));          // elements per 128-byte line (swizzled)
+  static constexpr int CHUNK_ELEMS = 16 / int(sizeof(T));
+  static_assert(!SWIZZLE128 || (ROW_CONTIG ? BR % LINE_ELEMS == 0 && BK % 8 == 0 : BK == LINE_ELEMS),
+                "swizzled tiles: K-major ones one line deep, MN-major ones whole lines wide");
   using Vector = Vec<T, V>;
 
   const T* base;
@@ -68,8 +76,16 @@ struct TileLoader {
     }
   }
 
-  __device__ __forceinline__ int smem_index(int r, int kk) const {
+  __device__ __forceinline__ static int smem_index(int r, int kk) {
+    if constexpr (SWIZZLE128) return ROW_CONTIG ? swizzled_index((r / LINE_ELEMS) * BK + kk, r % LINE_ELEMS)
+                                                : swizzled_index(r, kk);
     return ROW_CONTIG ? kk * LD + r : r * LD + kk;
+  }
+
+  // Element `col` of 128-byte line `line`: 16-byte chunk c of line y is stored at chunk c ^ (y % 8),
+  // so the 8 lines of a 1024-byte atom spread any chunk column over all banks.
+  __device__ __forceinline__ static int swizzled_index(int line, int col) {
+    return line * LINE_ELEMS + ((col / CHUNK_ELEMS) ^ (line % 8)) * CHUNK_ELEMS + col % CHUNK_ELEMS;
   }
 
   // Start loading K tile `kt` into `stage` (async copies, or loads into registers).
@@ -134,7 +150,8 @@ struct TileLoader {
           *reinterpret_cast<Vector*>(stage + smem_index(r, kk)) = out;
         } else {
 #pragma unroll
-          for (int e = 0; e < V; ++e) stage[smem_index(r, kk) + e * VSTEP] = out.v[e];
+          for (int e = 0; e < V; ++e)   // element e lies e * VSTEP further along the line
+            stage[ROW_CONTIG ? smem_index(r + e * VSTEP, kk) : smem_index(r, kk + e * VSTEP)] = out.v[e];
         }
       }
     }

@@ -36,6 +36,7 @@ __device__ __forceinline__ int frag_col(int lane, int i) { return (lane % 4) * 2
 template <class T, int FRAG_M, int E, int BN, int WM, int WN>
 struct WarpFragments {
   static constexpr int WARPS_N = BN / WN, MT = WM / FRAG_M, NT = WN / 8;
+  static constexpr bool kAsyncMath = false;   // compute() returns with the tile's products done
   T acc[MT][NT][E];
   int wm0, wn0, lane;
 

@@ -10,6 +10,7 @@ template <class Acc, class Semiring, class LoadA, class LoadB, int BM, int BN, i
 struct SimtMath {
   static constexpr int TX = BN / TN, TY = BM / TM;
   static_assert(TX * TY == THREADS, "thread tile must cover the CTA tile");
+  static constexpr bool kAsyncMath = false;   // compute() returns with the tile's products done
   Acc acc[TM][TN];
   int tx, ty;
 

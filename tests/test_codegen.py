@@ -182,4 +182,52 @@ def test_second_mode_of_a_box_loads_strided_vectors():
     a = operand_layout(tiled, "A", "M", cfg.bm, cfg.bk)
     assert (a.vector, a.step, a.is_async) == (8, 1, True)
     src, _, _ = render_kernel(tiled, cfg)
-    assert "false, 4, false, 8>" in src
+    assert "false, 4, false, 8, false>" in src
+
+
+WGMMA_TILES = ((64, 64), (64, 128), (128, 128), (128, 256))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype,out", [("f16", "f32"), ("bf16", "bf16")])
+def test_wgmma_kernels_compile_for_sm90a(layout, dtype, out):
+    """Every operand direction (K-major, MN-major, staged scalars) and tile of the wgmma path; without
+    spills where operands move as vectors (scalar staging of 64-deep tiles spills: the heuristic never
+    picks wgmma there, see the next test)."""
+    from gett.config import KernelConfig
+    a, b, c = descriptors(300, 300, 300, dtype, out, layout)
+    plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
+    for bm, bn in WGMMA_TILES:
+        k = build_kernel(plan, "sm_90", KernelConfig("wgmma", bm, bn, 64, 3))
+        assert k.report.arch == "sm_90a" and k.threads == 128 * bm // 64
+        if layout != "strided":
+            assert k.report.spill_stores == 0 and k.report.spill_loads == 0, k.report
+        assert "gett::WgmmaMath<" in k.source and ", true>;" in k.source   # swizzled loaders
+
+
+def test_wgmma_configurations_are_checked():
+    from gett.config import KernelConfig
+    for bad in (KernelConfig("wgmma", 96, 128, 64, 3), KernelConfig("wgmma", 128, 96, 64, 3),
+                KernelConfig("wgmma", 128, 128, 32, 3), KernelConfig("wgmma", 512, 128, 64, 3),
+                KernelConfig("wgmma", 64, 256, 64, 3)):
+        with pytest.raises(ValueError, match="wgmma tile"):
+            bad.validate()
+    a, b, c = descriptors(300, 300, 300, "f16", "f32", "k-contig")
+    plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
+    with pytest.raises(gett.DeviceError, match="only sm_90"):
+        build_kernel(plan, "sm_80", KernelConfig("wgmma", 128, 128, 64, 3))
+
+
+def test_heuristic_uses_wgmma_only_on_hopper_for_large_gemms():
+    a, b, c = descriptors(2048, 2048, 2048, "f16", "f32", "k-contig")
+    big = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
+    assert default_config(big, "sm_90").math == "wgmma"
+    assert (default_config(big, "sm_90").bm, default_config(big, "sm_90").bn) == (128, 256)
+    for arch in ("sm_80", "sm_100", None):
+        assert default_config(big, arch).math == "mma16"
+    a, b, c = descriptors(2048, 2048, 2048, "f32", "f32", "k-contig")   # 32-bit data: no wgmma path here
+    assert default_config(gett.plan_contraction(a, "mk", b, "kn", c, "mn"), "sm_90").math != "wgmma"
+    a, b, c = descriptors(2048, 24, 2048, "f16", "f32", "k-contig")     # skinny N: mma.sync's small tiles
+    assert default_config(gett.plan_contraction(a, "mk", b, "kn", c, "mn"), "sm_90").math == "mma16"
+    a, b, c = descriptors(2048, 2048, 2048, "f16", "f32", "strided")    # scalar staging: 64-deep tiles spill
+    assert default_config(gett.plan_contraction(a, "mk", b, "kn", c, "mn"), "sm_90").math == "mma16"

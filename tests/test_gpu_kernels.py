@@ -47,7 +47,7 @@ def to_host(x):
     return x.float().cpu().numpy() if hasattr(x, "cpu") else cp.asnumpy(x)
 
 
-def run_case(case, compute_type, seed):
+def run_case(case, compute_type, seed, config=None):
     """Plan and run ``case`` on the GPU with a NaN-poisoned D; return (plan, D on the host, oracle)."""
     rng = np.random.default_rng(seed)
     host, dev = {}, {}
@@ -63,7 +63,7 @@ def run_case(case, compute_type, seed):
     D = device_view(poison(buffer_size(shape_c, case.layouts["C"]), case.out_dtype), shape_c,
                     case.layouts["C"], case.out_dtype)
     plan = gett.plan_contraction(dev["A"], case.modes_A, dev["B"], case.modes_B, dev["C"], case.modes_C,
-                                 D=D, compute_type=compute_type, broadcast=case.broadcast)
+                                 D=D, compute_type=compute_type, broadcast=case.broadcast, config=config)
     gett.contract(plan, case.alpha, dev["A"], dev["B"], case.beta, dev["C"], D)
     return plan, to_host(D), oracle(case, host["A"], host["B"], host["C"])
 
@@ -95,6 +95,80 @@ def test_random_contractions(path):
         plan, got, expect = run_case(case, compute, seed)
         check(case, got, expect, tol)
     inner()
+
+
+WGMMA_TILES = [(64, 64), (64, 128), (128, 128), (128, 256)]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_wgmma_random_contractions(dtype):
+    """Hopper's warpgroup MMA through the swizzled shared layout: every operand direction (K- or
+    MN-major, vectors or staged scalars, boxes), partial tiles and batches, with each tile shape."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma needs an sm_90 GPU")
+    from gett.config import KernelConfig
+
+    @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(case=contractions(dtypes=(dtype,), out_dtypes={dtype: ("f32", dtype)}, max_elements=60000),
+           tile=st.sampled_from(WGMMA_TILES), stages=st.integers(2, 4), seed=st.integers(0, 2**31))
+    def inner(case, tile, stages, seed):
+        if dtype == "bf16":   # torch views cannot have negative steps
+            case.layouts = {t: (p, s, tuple(False for _ in f)) for t, (p, s, f) in case.layouts.items()}
+        config = KernelConfig("wgmma", tile[0], tile[1], 64, stages)
+        plan, got, expect = run_case(case, None, seed, config)
+        assert plan.kernel().config.math == "wgmma"
+        check(case, got, expect, 4e-3 if case.out_dtype == dtype else 2e-3)
+    inner()
+
+
+@pytest.mark.parametrize("a_modes,b_modes", [("mk", "kn"), ("km", "nk"), ("mk", "nk"), ("km", "kn")])
+@pytest.mark.parametrize("tile", [(128, 128), (128, 256)])
+def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile):
+    """Many K tiles through the pipeline, partial M/N/K tiles, K- and MN-major operands, an op on A."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma needs an sm_90 GPU")
+    from gett.config import KernelConfig
+    rng = np.random.default_rng(14)
+    ext = {"m": 300, "n": 270, "k": 1000}
+    a = random_values(rng, 300 * 1000, "f16").reshape([ext[c] for c in a_modes])
+    b = random_values(rng, 270 * 1000, "f16").reshape([ext[c] for c in b_modes])
+    A, B = cp.asarray(a.astype(np.float16)), cp.asarray(b.astype(np.float16))
+    D = cp.full((300, 270), np.nan, dtype=cp.float32)
+    plan = gett.plan_contraction(A, a_modes, B, b_modes, D, "mn", config=KernelConfig("wgmma", *tile, 64, 3),
+                                 op_a=lambda x: x if x > 0 else 0.1 * x)
+    gett.contract(plan, 1.5, A, B, 0.0, D)
+    a64 = cp.asnumpy(A).astype(np.float64)
+    a64 = np.where(a64 > 0, a64, 0.1 * a64)
+    expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", a64, cp.asnumpy(B).astype(np.float64))
+    got = cp.asnumpy(D)
+    assert np.all(np.isfinite(got))
+    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+    assert err < 2e-3, f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("notation", ["abcd-eafb-fdec", "abcd-aebf-dfce", "abcd-eafd-fbec"])
+def test_wgmma_box_tiled_tccg_shapes(notation):
+    """TCCG #20/#28/#30 patterns at a small size: the K box of #28/#30 stages B's strided vectors
+    element by element into the swizzled tile."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma needs an sm_90 GPU")
+    from gett.config import KernelConfig
+    d, a, b = notation.split("-")
+    ext = dict(zip("abcdef", (24, 16, 40, 24, 24, 32)))
+    rng = np.random.default_rng(15)
+    A = cp.asarray(random_values(rng, int(np.prod([ext[x] for x in a])), "f16").reshape(
+        [ext[x] for x in a[::-1]]).astype(np.float16)).transpose()   # column-major: first mode stride-1
+    B = cp.asarray(random_values(rng, int(np.prod([ext[x] for x in b])), "f16").reshape(
+        [ext[x] for x in b[::-1]]).astype(np.float16)).transpose()
+    D = cp.full([ext[x] for x in d[::-1]], np.nan, dtype=cp.float32).transpose()
+    for tile in ((128, 128), (128, 256)):
+        plan = gett.plan_contraction(A, a, B, b, D, d, config=KernelConfig("wgmma", *tile, 64, 3))
+        gett.contract(plan, 1.0, A, B, 0.0, D)
+        expect = np.einsum(f"{a},{b}->{d}", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
+        got = cp.asnumpy(D)
+        assert np.all(np.isfinite(got))
+        assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 2e-3
+        D.fill(np.nan)
 
 
 @pytest.mark.parametrize("dtype", ["f16", "f32", "f64", "c64", "i32"])

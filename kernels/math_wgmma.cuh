@@ -1,0 +1,149 @@
+// Tensor-core math with Hopper's warpgroup MMA (wgmma.mma_async, sm_90a), f16/bf16 data, f32
+// accumulation. Warpgroup g (4 warps) owns rows [64g, 64g + 64) of the CTA tile and all BN columns;
+// both operands are read by the tensor cores straight from shared memory, through descriptors of the
+// 128-byte-swizzled layout the loaders write (TileLoader with SWIZZLE128):
+//   - K-major tile [rows][BK], BK * sizeof(T) == 128: line y = row, 8-line atoms of 1024 B;
+//   - MN-major tile [rows / 64][BK][64]: line y = (row / 64) * BK + k, atoms of 8 k-lines.
+// In both, 16-byte chunk c of line y sits at chunk c ^ (y % 8) (gett::swizzled_index).
+// The accumulators of one warp follow the m16n8 C-fragment layout of mma.sync, one fragment per
+// 8 columns, so WarpFragments' for_each walks them.
+#pragma once
+#include "copy.cuh"
+#include "math_mma.cuh"
+#include "types.cuh"
+
+namespace gett {
+
+// The wgmma operand lists, spelled out: accumulators %0..%(N/2 - 1), then the two descriptors, then
+// the two transpose immediates; the scale-d predicate p is set by the caller's asm.
+#define GETT_WGMMA_D64 \
+  "{" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
+  "}, %32, %33, p, 1, 1, %34, %35;\n"
+#define GETT_WGMMA_OPERANDS64 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define GETT_WGMMA_D128 \
+  "{" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
+  "}, %64, %65, p, 1, 1, %66, %67;\n"
+#define GETT_WGMMA_OPERANDS128 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define GETT_WGMMA_D256 \
+  "{" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
+  "}, %128, %129, p, 1, 1, %130, %131;\n"
+#define GETT_WGMMA_OPERANDS256 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+template <class T> struct IsBf16 { static constexpr bool value = false; };
+template <> struct IsBf16<__nv_bfloat16> { static constexpr bool value = true; };
+
+#define GETT_WGMMA_INSTR(N, TYPE)                                                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                           \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " GETT_WGMMA_D##N \
+               "}\n"                                                                                \
+               : GETT_WGMMA_OPERANDS##N                                                             \
+               : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B))
+
+// D[64 x N] += A[64 x 16] * B[16 x N] for one warpgroup; TRANS_A/TRANS_B say the operand is MN-major.
+template <class T, int N, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void wgmma_64xNx16(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
+  constexpr bool bf16 = IsBf16<T>::value;
+  if constexpr (N == 64) {
+    if constexpr (bf16) GETT_WGMMA_INSTR(64, "bf16"); else GETT_WGMMA_INSTR(64, "f16");
+  } else if constexpr (N == 128) {
+    if constexpr (bf16) GETT_WGMMA_INSTR(128, "bf16"); else GETT_WGMMA_INSTR(128, "f16");
+  } else {
+    static_assert(N == 256, "wgmma tiles here are 64 x {64, 128, 256}");
+    if constexpr (bf16) GETT_WGMMA_INSTR(256, "bf16"); else GETT_WGMMA_INSTR(256, "f16");
+  }
+}
+#undef GETT_WGMMA_INSTR
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte offsets
+// (all in 16-byte units) and the layout type in bits 62-63 (1 = 128B swizzle).
+__device__ __forceinline__ unsigned long long smem_descriptor(const void* p, unsigned lead_bytes, unsigned stride_bytes) {
+  using u64 = unsigned long long;
+  return u64((smem_address(p) & 0x3FFFF) >> 4) | (u64(lead_bytes >> 4) << 16) | (u64(stride_bytes >> 4) << 32) |
+         (u64(1) << 62);
+}
+
+template <class T, class LoadA, class LoadB, int BM, int BN, int BK>
+struct WgmmaMath : WarpFragments<float, 16, 4, BN, 16, BN> {
+  using Base = WarpFragments<float, 16, 4, BN, 16, BN>;
+  using Base::acc;
+  // compute() only starts the MMAs (reading shared memory through the async proxy); wait() ends them
+  static constexpr bool kAsyncMath = true;
+  static constexpr int LINE = 128 / int(sizeof(T));   // elements per 128-byte line
+  static_assert(sizeof(T) == 2 && BM % 64 == 0 && BK % 16 == 0, "wgmma: 16-bit data, 64-row warpgroup tiles");
+  static_assert(LoadA::kSwizzle128 && LoadB::kSwizzle128, "wgmma reads the 128-byte-swizzled layout");
+  static_assert(LoadA::kRowContig || BK == LINE, "K-major tiles are one 128-byte line deep");
+  static_assert(LoadB::kRowContig || BK == LINE, "K-major tiles are one 128-byte line deep");
+
+  // Byte offset of k step s (16 deep) inside a tile, and the descriptor's (leading, stride) offsets:
+  // K-major moves 32 B along the line; MN-major moves 16 lines, atoms of 64 rows lie BK lines apart.
+  template <class Load>
+  __device__ __forceinline__ static unsigned long long descriptor(const T* tile, int s) {
+    if constexpr (Load::kRowContig) return smem_descriptor(tile + s * 16 * LINE, BK * 128, 1024);
+    else return smem_descriptor(tile + s * 16, 16, 1024);
+  }
+
+  __device__ __forceinline__ void compute(const T* sA, const T* sB, int) {
+    const int group = threadIdx.x / 128;   // this warpgroup's 64 rows of A
+    const T* a = sA + group * 64 * (LoadA::kRowContig ? BK : LINE);
+    float (&d)[BN / 2] = reinterpret_cast<float (&)[BN / 2]>(acc[0][0][0]);
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < BK / 16; ++s)
+      wgmma_64xNx16<T, BN, LoadA::kRowContig ? 1 : 0, LoadB::kRowContig ? 1 : 0>(
+          d, descriptor<LoadA>(a, s), descriptor<LoadB>(sB, s));
+    wgmma_commit();
+  }
+
+  __device__ __forceinline__ void wait() const { wgmma_wait<0>(); }
+};
+
+}  // namespace gett
