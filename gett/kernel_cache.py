@@ -3,7 +3,7 @@
 Layout under :func:`cache_dir`::
 
     kernels/<key>.cubin   the SASS cubin
-    kernels/<key>.json    resources, compile time, arch, NVRTC version, cubin size and sha256
+    kernels/<key>.json    resources, compile time, arch, NVRTC version, toolchain, cubin size and sha256
     failed/<sha[:16]>_<name>   sources NVRTC rejected (written by gett.nvrtc)
 
 Both files are written to a temp file in the same directory and ``os.replace``d, cubin first and json last,
@@ -30,7 +30,9 @@ from gett.nvrtc import ResourceUsage
 __all__ = ["CachedKernel", "cache_dir", "clear_memory_cache", "compile_cached", "kernel_key"]
 
 # Bump when the json layout or what goes into the key changes, so old entries are simply not found.
-_FORMAT = 1
+# 2: the key holds nvrtc.toolchain_fingerprint() (NVRTC's library file, the CUDA headers) instead of NVRTC's
+#    (major, minor) version, so a patch release or other CUDA headers miss, and a hit needs no NVRTC loaded.
+_FORMAT = 2
 
 _memo: dict[str, "CachedKernel"] = {}
 _memo_lock = threading.Lock()
@@ -76,7 +78,10 @@ def kernel_key(
 ) -> str:
     """sha256 hex of everything that determines the cubin: source, arch, name, options, include paths, NVRTC.
 
-    Header *contents* are not hashed: gett's own headers are already inlined into ``source``.
+    Header *contents* are not read here: :func:`gett.kernel.kernel_source` puts the digest of gett's own
+    headers (``kernels/*.cuh``) in the first line of ``source``, and :func:`gett.nvrtc.toolchain_fingerprint`
+    (NVRTC's library file, the CUDA headers) stands for NVRTC. Both are computed once per process, so a
+    look-up hashes the source once, reads no header and does not load NVRTC.
     """
     ident = {
         "format": _FORMAT,
@@ -85,7 +90,7 @@ def kernel_key(
         "name": name,  # ends up in line info and error messages
         "options": list(options),
         "include_dirs": [str(d) for d in include_dirs],
-        "nvrtc": list(nvrtc.nvrtc_version()),
+        "toolchain": nvrtc.toolchain_fingerprint(),   # NVRTC's library file and the CUDA headers
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
@@ -166,6 +171,7 @@ def compile_cached(
             "key": key,
             "arch": result.arch,
             "nvrtc": list(nvrtc.nvrtc_version()),
+            "toolchain": nvrtc.toolchain_fingerprint(),
             "compile_seconds": result.compile_seconds,
             "cubin_size": len(result.cubin),
             "cubin_sha256": hashlib.sha256(result.cubin).hexdigest(),

@@ -8,7 +8,6 @@ and a source NVRTC rejects is kept on disk so the :class:`~gett.errors.CompileEr
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import glob
 import hashlib
 import importlib.util
@@ -21,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from gett.errors import CompileError, DeviceError
 
@@ -34,6 +33,7 @@ __all__ = [
     "normalize_arch",
     "nvrtc_version",
     "parse_ptxas_log",
+    "toolchain_fingerprint",
 ]
 
 _INSTALL_HINT = 'pip install "nvidia-cuda-nvrtc==13.*"'
@@ -67,6 +67,7 @@ class CompileResult:
 # --------------------------------------------------------------------------------------------------
 
 _lib: ctypes.CDLL | None = None
+_lib_path: str | None = None  # the candidate _lib was loaded from: a path, or a bare soname from find_library
 _lib_lock = threading.Lock()
 
 
@@ -100,21 +101,30 @@ def _toolkit_roots() -> list[Path]:
     return [Path(r) for r in roots if r]
 
 
-def _library_candidates() -> list[str]:
-    """Paths to try, best first: wheel (new then old layout), toolkit lib64/lib, then the linker's search."""
-    cands: list[str] = []
+def _library_candidates() -> Iterator[str]:
+    """Paths to try, best first: wheel (new then old layout), toolkit lib64/lib, then the linker's search.
+
+    A generator, deduplicated: the linker's search (``ctypes.util.find_library``, which runs ``ldconfig``
+    or a compiler in a subprocess, ~10 ms) only happens when no wheel or toolkit library loaded."""
+    seen: set[str] = set()
+
+    def fresh(cands):
+        for c in cands:
+            if c and c not in seen:
+                seen.add(c)
+                yield c
+
     for d in _nvidia_dirs():
-        cands.append(str(d / "cu13" / "lib" / "libnvrtc.so.13"))
+        yield from fresh([str(d / "cu13" / "lib" / "libnvrtc.so.13")])
         # Newest soname first, so an old wheel next to a new one does not win.
-        cands.extend(sorted(glob.glob(str(d / "cu13" / "lib" / "libnvrtc.so*")), reverse=True))
-        cands.extend(sorted(glob.glob(str(d / "cuda_nvrtc" / "lib" / "libnvrtc.so*")), reverse=True))
+        yield from fresh(sorted(glob.glob(str(d / "cu13" / "lib" / "libnvrtc.so*")), reverse=True))
+        yield from fresh(sorted(glob.glob(str(d / "cuda_nvrtc" / "lib" / "libnvrtc.so*")), reverse=True))
     for root in _toolkit_roots():
         for sub in ("lib64", "lib"):
-            cands.extend(sorted(glob.glob(str(root / sub / "libnvrtc.so*")), reverse=True))
-    found = ctypes.util.find_library("nvrtc")
-    if found:
-        cands.append(found)
-    return list(dict.fromkeys(c for c in cands if c))  # dedupe, keep order
+            yield from fresh(sorted(glob.glob(str(root / sub / "libnvrtc.so*")), reverse=True))
+    import ctypes.util   # here, not at the top: it imports subprocess, which a warm start never needs
+
+    yield from fresh([ctypes.util.find_library("nvrtc")])
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -147,7 +157,7 @@ def _declare(lib: ctypes.CDLL) -> None:
 
 def _load() -> ctypes.CDLL:
     """Load libnvrtc once per process; raise CompileError naming the package to install if it is missing."""
-    global _lib
+    global _lib, _lib_path
     if _lib is not None:
         return _lib
     with _lib_lock:
@@ -163,7 +173,7 @@ def _load() -> ctypes.CDLL:
             except (OSError, AttributeError) as exc:  # wrong arch / not really NVRTC: try the next one
                 tried.append(f"{cand} ({exc})")
                 continue
-            _lib = lib
+            _lib, _lib_path = lib, cand
             return lib
         detail = ("; tried: " + ", ".join(tried)) if tried else ""
         raise CompileError(
@@ -185,6 +195,74 @@ def nvrtc_version() -> tuple[int, int]:
     major, minor = ctypes.c_int(), ctypes.c_int()
     _check(lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
     return major.value, minor.value
+
+
+_fingerprint: str | None = None
+
+
+def toolchain_fingerprint() -> str:
+    """Hash of what decides a cubin besides the source and options; computed once per process, and without
+    loading NVRTC where its library file can be found, so a kernel-cache hit never needs NVRTC.
+
+    It hashes the name (symlinks resolved), size and mtime of the NVRTC library file and of the
+    ``libnvrtc-builtins`` beside it (an NVRTC of another version or patch release is another file), and
+    the name, size and mtime of every file at the top of each :func:`cuda_include_dirs` directory
+    (``cuda_fp16.h``, ``cuda_bf16.h`` and friends, which come in another wheel than NVRTC; subfolders such
+    as ``cuda/std`` are left out, which keeps this at about a millisecond). Only when the library is known
+    by the linker's search alone (no path) is NVRTC loaded and its version hashed instead. Only stat calls:
+    reinstalling the same version changes the mtimes and so misses once, the safe way.
+    """
+    global _fingerprint
+    if _fingerprint is None:
+        _fingerprint = _toolchain_fingerprint()
+    return _fingerprint
+
+
+def clear_toolchain_fingerprint() -> None:
+    """Forget the memoised :func:`toolchain_fingerprint` (for tests, or after installing another NVRTC)."""
+    global _fingerprint
+    _fingerprint = None
+
+
+def _library_file() -> str | None:
+    """Path of the NVRTC library loaded, else of the one :func:`_load` tries first; None when only the
+    linker's search (a bare soname) would find it."""
+    if _lib_path is not None:
+        return _lib_path if os.path.isabs(_lib_path) else None
+    for cand in _library_candidates():
+        if not os.path.isabs(cand):
+            return None
+        if os.path.exists(cand):
+            return cand
+    return None
+
+
+def _stat_line(path: Path) -> str:
+    try:
+        st = path.stat()
+    except OSError:
+        return f"{path.name} -"
+    return f"{path.name} {st.st_size} {st.st_mtime_ns}"
+
+
+def _toolchain_fingerprint() -> str:
+    lib = _library_file()
+    if lib is not None:
+        real = Path(os.path.realpath(lib))
+        lines = [f"lib {Path(lib).name} -> " + _stat_line(real)]
+        builtins = sorted(glob.glob(str(real.parent / "libnvrtc-builtins*")))
+        lines.extend("lib " + _stat_line(Path(p)) for p in builtins)
+    else:  # found by the linker's search: only NVRTC itself can say what it is
+        major, minor = nvrtc_version()
+        lines = [f"nvrtc {major}.{minor}", f"lib {_lib_path}"]
+    for d in cuda_include_dirs():
+        lines.append(f"include {d}")
+        try:
+            names = sorted(e.name for e in os.scandir(d) if e.is_file())
+        except OSError:
+            continue
+        lines.extend("  " + _stat_line(Path(d) / name) for name in names)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
 def cuda_include_dirs() -> list[str]:
