@@ -1,11 +1,13 @@
 """Adapters for the array types gett accepts: numpy (reference executor), CuPy and PyTorch (GPU).
 
 One function, :func:`describe`, reads what a plan and a launch need from any of them without importing a
-library the user doesn't use.
+library the user doesn't use; :func:`kind_of` gives the per-library object behind the cached call paths of
+:func:`gett.einsum` and :func:`gett.contract` (signatures, allocation).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -73,3 +75,130 @@ def describe(array) -> ArrayInfo:
     strides = tuple(s if e > 1 else 0 for s, e in zip(array.stride(), array.shape))
     return ArrayInfo(kind, tuple(array.shape), strides, dtype, ptr, alignment_of(ptr),
                      array.device.index, not array.requires_grad or not array.is_leaf)
+
+
+# Array kinds: what the einsum and contract fast paths need of an array type, one object per library ------
+class _NumpyKind:
+    """Host arrays, run by the reference executor (a check, not a fast path)."""
+    name = NUMPY
+
+    @staticmethod
+    def signature(x) -> tuple:
+        return (NUMPY, x.shape, x.strides, x.dtype)
+
+    @staticmethod
+    def out_signature(x) -> tuple:
+        return (NUMPY, x.shape, x.strides, x.dtype, x.flags.writeable)
+
+    @staticmethod
+    def allocator(shape: tuple, dtype, device: int):
+        return partial(np.empty, shape, dtype)
+
+    @staticmethod
+    def constant_one(dtype, device: int):
+        return np.ones((), dtype)
+
+
+class _CupyKind:
+    """CuPy arrays. Work goes to CuPy's current stream of the arrays' device, and so do allocations:
+    CuPy's memory pool hands a block back to the stream it was last used on only."""
+    name = CUPY
+
+    def __init__(self):
+        import cupy
+        self._cupy = cupy
+
+    @staticmethod
+    def signature(x) -> tuple:
+        d = x.data
+        return (CUPY, x.shape, x.strides, x.dtype, d.ptr & 255, d.device_id)
+
+    out_signature = signature   # CuPy arrays are always writable
+
+    def allocator(self, shape: tuple, dtype, device: int):
+        """A function of no arguments that makes a row-major ``shape`` array on ``device``."""
+        cupy = self._cupy
+        new = partial(cupy.ndarray, shape, dtype)   # cupy.empty without its Python frame
+        if cupy.cuda.runtime.getDeviceCount() == 1:   # the current device is the only one
+            return new
+
+        def on_device():
+            if cupy.cuda.runtime.getDevice() == device:
+                return new()
+            with cupy.cuda.Device(device):   # the pool and the current stream are per device
+                return new()
+        return on_device
+
+    def constant_one(self, dtype, device: int):
+        with self._cupy.cuda.Device(device) as dev:
+            one = self._cupy.ones((), dtype)
+            dev.synchronize()   # made once per program; later calls may read it from any stream
+        return one
+
+
+class _TorchKind:
+    """PyTorch CUDA tensors. Work goes to PyTorch's current stream of the tensors' device, and so do
+    allocations (PyTorch's caching allocator is stream-ordered)."""
+    name = TORCH
+
+    def __init__(self):
+        import torch
+        self._torch = torch
+
+    @staticmethod
+    def signature(x) -> tuple:
+        if not x.is_cuda:
+            raise TypeError("torch tensors must live on a CUDA device (use numpy arrays for the CPU reference)")
+        return (TORCH, x.shape, x.stride(), x.dtype, x.data_ptr() & 255, x.get_device())
+
+    @staticmethod
+    def out_signature(x) -> tuple:
+        """The signature and whether ``x`` may be written (not a leaf that requires grad)."""
+        return _TorchKind.signature(x) + (not x.requires_grad or not x.is_leaf,)
+
+    def allocator(self, shape: tuple, dtype, device: int):
+        return partial(self._torch.empty, shape, dtype=dtype, device=self._torch.device("cuda", device))
+
+    def constant_one(self, dtype, device: int):
+        one = self._torch.ones((), dtype=dtype, device=self._torch.device("cuda", device))
+        self._torch.cuda.synchronize(device)   # made once per program; later calls may read it from any stream
+        return one
+
+
+NUMPY_KIND = _NumpyKind()
+KINDS: dict = {}            # array type -> kind object, filled on first sight of a type
+SIGNATURES: dict = {}       # array type -> its kind's signature function
+OUT_SIGNATURES: dict = {}   # array type -> its kind's out_signature function
+
+
+def kind_of(x):
+    """The kind object of ``x``'s type (registering the type), or None for a type gett doesn't run natively.
+
+    A kind has ``name`` ("numpy", "cupy", "torch"), ``signature(x)``: a hashable summary of all a plan
+    depends on (kind, shape, strides, dtype, pointer alignment, device; equal summaries mean either array
+    may run a plan made for the other), ``out_signature(x)``: that and whether ``x`` may be written,
+    ``allocator(shape, dtype, device)``: a function making new row-major arrays, and
+    ``constant_one(dtype, device)``: a 0-d array holding 1."""
+    t = type(x)
+    kind = KINDS.get(t)
+    if kind is None:
+        try:
+            name = array_kind(x)
+        except TypeError:
+            return None
+        if (name == CUPY and not hasattr(x, "data")) or (name == TORCH and not hasattr(x, "data_ptr")):
+            return None   # something else from those libraries (a scalar type, a device object)
+        kind = NUMPY_KIND if name == NUMPY else _device_kind(name)
+        KINDS[t], SIGNATURES[t], OUT_SIGNATURES[t] = kind, kind.signature, kind.out_signature
+    return kind
+
+
+_DEVICE_KINDS: dict = {}
+
+
+def _device_kind(name: str):
+    """The one kind object of CuPy or PyTorch (made on first use: it imports its library)."""
+    kind = _DEVICE_KINDS.get(name)
+    if kind is None:
+        kind = _DEVICE_KINDS.setdefault(name, _CupyKind() if name == CUPY else _TorchKind())
+    return kind

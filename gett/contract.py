@@ -1,12 +1,15 @@
 """contract: run a plan on arrays — numpy through the reference executor, CuPy/PyTorch on the GPU."""
 from __future__ import annotations
 
-from .arrays import NUMPY, describe
+from .arrays import KINDS, NUMPY, describe, kind_of
 from .errors import DeviceError, OutputNotWritableError, PlanMismatchError
+from .launch import launcher
 from .plan_cache import LRUCache
 
-# (plan, signatures of A, B, C, D) -> (array kind, device) of GPU calls that passed every check: a
-# repeated call with arrays of the same type, shape, strides, dtype, alignment and device skips them.
+# (id(plan), signatures of A, B, C, D) -> (launcher, plan) of GPU calls that passed every check: a
+# repeated call with arrays of the same kind, shape, strides, dtype, alignment, device (and, for D,
+# writability) skips the checks. The entry holds the plan, so its id names no other plan while it is
+# kept; hashing the plan itself would hash its whole signature on every call.
 _ACCEPTED = LRUCache(4096)
 
 
@@ -35,18 +38,16 @@ def contract(plan, alpha, A, B, beta, C, D=None):
 
     ``D`` defaults to ``C`` (in place). Arrays must match the plan's shapes, strides and dtypes and all
     live on one device (or all be numpy arrays, which run the reference executor). When ``beta == 0``,
-    C is never read (it may hold NaN). Work is launched on the current CuPy stream and is not
-    synchronised. Nothing is written to D if an error is raised.
+    C is never read (it may hold NaN). Work is launched on the current stream (PyTorch's for torch
+    tensors, CuPy's otherwise) and is not synchronised. Nothing is written to D if an error is raised.
     """
     out = C if D is None else D
     key = _signature_key(plan, A, B, C, out)
-    accepted = None if key is None else _ACCEPTED.get(key)
-    if accepted is not None:
-        from .launch import launcher
-        kind, device = accepted
-        pointer = kind.pointer
-        launcher(plan, device, kind.name)(pointer(A), pointer(B), pointer(C), pointer(out), alpha, beta)
-        return out
+    if key is not None:
+        accepted = _ACCEPTED.get(key)
+        if accepted is not None:
+            accepted[0](A, B, C, out, alpha, beta)
+            return out
     infos = {"A": _check(plan, "A", A, "A"), "B": _check(plan, "B", B, "B"),
              "C": _check(plan, "C", C, "C"), "D": _check(plan, "D" if D is not None else "C (as D)", out, "D")}
     kinds = {i.kind for i in infos.values()}
@@ -59,28 +60,26 @@ def contract(plan, alpha, A, B, beta, C, D=None):
         raise OutputNotWritableError("the output array is read-only")
     if infos["A"].kind == NUMPY:
         _run_host(plan, alpha, A, B, beta, C, out)
-    else:
-        from .launch import launch
-        launch(plan, alpha, beta, infos)
-        if key is not None:
-            from .einsum import _kind_of
-            _ACCEPTED.put(key, (_kind_of(A), infos["D"].device))
+        return out
+    run = launcher(plan, infos["D"].device, infos["D"].kind)
+    run(A, B, C, out, alpha, beta)
+    if key is not None:
+        _ACCEPTED.put(key, (run, plan))
     return out
 
 
 def _signature_key(plan, A, B, C, D):
-    """A cheap key for four GPU arrays of one kind (None otherwise: host arrays, mixed kinds, foreign
-    types); the output's ``requires_grad`` is part of it since it decides whether a tensor may be written."""
-    from .einsum import _Numpy, _kind_of
-    kinds = {_kind_of(x) for x in (A, B, C, D)}
-    if len(kinds) != 1 or None in kinds or _Numpy in kinds:
+    """The memo key of a call on four GPU arrays of one type; None for anything else (host arrays, mixed
+    or foreign types)."""
+    t = type(A)
+    kind = KINDS.get(t) or kind_of(A)
+    if kind is None or kind.name == NUMPY or type(B) is not t or type(C) is not t or type(D) is not t:
         return None
-    kind = kinds.pop()
+    signature = kind.signature
     try:
-        sigs = tuple(kind.signature(x) for x in (A, B, C, D))
-    except (TypeError, AttributeError):
+        return (id(plan), signature(A), signature(B), signature(C), kind.out_signature(D))
+    except (TypeError, AttributeError):   # e.g. a CPU tensor: the checks say what is wrong
         return None
-    return (plan, sigs, getattr(D, "requires_grad", False))
 
 
 def _run_host(plan, alpha, A, B, beta, C, D):

@@ -25,11 +25,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from .arrays import describe
+from .arrays import NUMPY, NUMPY_KIND, OUT_SIGNATURES, SIGNATURES, describe, kind_of
 from .contract import contract
 from .descriptor import TensorDescriptor
 from .einsum_parse import describe_label, from_sublists, parse
 from .errors import DeviceError, DTypeError, ExtentMismatchError, OutputNotWritableError
+from .launch import launcher
 from .plan import plan_contraction
 from .plan_cache import EINSUM as _PROGRAMS
 
@@ -53,8 +54,8 @@ def einsum(subscripts, *operands, out=None, alpha=1, beta=0, op_a=None, op_b=Non
     if type(subscripts) is not str:
         subscripts, operands = from_sublists((subscripts,) + operands)
     try:
-        key = (subscripts, tuple([_SIGNATURES[type(x)](x) for x in operands]),
-               None if out is None else _SIGNATURES[type(out)](out), beta != 0, op_a, op_b, op_out,
+        key = (subscripts, tuple([SIGNATURES[type(x)](x) for x in operands]),
+               None if out is None else OUT_SIGNATURES[type(out)](out), beta != 0, op_a, op_b, op_out,
                compute_type, optimize if type(optimize) in (str, bool) else _path_key(optimize))
     except KeyError:   # a type met for the first time, or one that goes through a CuPy view
         return _einsum_other_types(subscripts, operands, out, dict(
@@ -104,28 +105,17 @@ def _path_key(optimize):
     return optimize
 
 
-# Array kinds ---------------------------------------------------------------------------------------------
-class _Numpy:
-    """Host arrays, run by the reference executor through strided views (a check, not a fast path)."""
-    name = "numpy"
+# Steps ----------------------------------------------------------------------------------------------------
+def _runner(kind, plan, views, device):
+    """What runs one step, called as ``run(A, B, C, D, alpha, beta)``. On the GPU, the plan's launcher:
+    a view's descriptor starts at its operand's element 0, so the operand itself is what is launched on.
+    Host arrays go through :func:`gett.contract` on ``as_strided`` views (a check, not a fast path)."""
+    if kind.name != NUMPY:
+        return launcher(plan, device, kind.name)
 
-    @staticmethod
-    def signature(x):
-        return (_Numpy, x.shape, x.strides, x.dtype)
-
-    @staticmethod
-    def empty(shape, dtype, device):
-        return np.empty(shape, dtype)
-
-    @staticmethod
-    def constant_one(dtype, device):
-        return np.ones((), dtype)
-
-    @staticmethod
-    def runner(plan, views, device):
-        def run(A, B, C, D, alpha, beta):
-            contract(plan, alpha, _strided(A, views[0]), _strided(B, views[1]), beta, C, D)
-        return run
+    def run(A, B, C, D, alpha, beta):
+        contract(plan, alpha, _strided(A, views[0]), _strided(B, views[1]), beta, C, D)
+    return run
 
 
 def _strided(x, view):
@@ -135,116 +125,15 @@ def _strided(x, view):
     return np.lib.stride_tricks.as_strided(x, shape, tuple(s * x.itemsize for s in strides), writeable=False)
 
 
-class _DeviceKind:
-    """GPU arrays: a step is one launch by pointers — a view's descriptor starts at its operand's element
-    0, so the operand's own pointer serves. Subclasses give ``name`` (the launcher's array kind) and
-    ``pointer`` (an array's device address)."""
-
-    def runner(self, plan, views, device):
-        from .launch import Launcher
-        launch, pointer = Launcher(plan, device, self.name), self.pointer
-
-        def run(A, B, C, D, alpha, beta):
-            launch(pointer(A), pointer(B), pointer(C), pointer(D), alpha, beta)
-        return run
-
-
-class _Cupy(_DeviceKind):
-    """CuPy arrays; work goes to CuPy's current stream of the arrays' device."""
-    name = "cupy"
-
-    def __init__(self):
-        import cupy
-        self._cupy = cupy
-
-    @staticmethod
-    def signature(x):
-        d = x.data
-        return (_Cupy, x.shape, x.strides, x.dtype, d.ptr & 255, d.device_id)
-
-    @staticmethod
-    def pointer(x):
-        return x.data.ptr
-
-    def empty(self, shape, dtype, device):
-        cupy = self._cupy
-        if cupy.cuda.runtime.getDevice() == device:
-            return cupy.empty(shape, dtype)
-        with cupy.cuda.Device(device):
-            return cupy.empty(shape, dtype)
-
-    def constant_one(self, dtype, device):
-        with self._cupy.cuda.Device(device) as dev:
-            one = self._cupy.ones((), dtype)
-            dev.synchronize()   # made once per program; later calls may read it from any stream
-        return one
-
-
-class _Torch(_DeviceKind):
-    """PyTorch CUDA tensors; work goes to PyTorch's current stream of the tensors' device."""
-    name = "torch"
-
-    def __init__(self):
-        import torch
-        self._torch = torch
-
-    @staticmethod
-    def signature(x):
-        if not x.is_cuda:
-            raise TypeError("torch tensors must live on a CUDA device (use numpy arrays for the CPU reference)")
-        return (_Torch, x.shape, x.stride(), x.dtype, x.data_ptr() & 255, x.get_device())
-
-    @staticmethod
-    def pointer(x):
-        return x.data_ptr()
-
-    def empty(self, shape, dtype, device):
-        return self._torch.empty(shape, dtype=dtype, device=_torch_device(device))
-
-    def constant_one(self, dtype, device):
-        one = self._torch.ones((), dtype=dtype, device=_torch_device(device))
-        self._torch.cuda.synchronize(device)   # made once per program; later calls may read it from any stream
-        return one
-
-
-@lru_cache(maxsize=None)
-def _torch_device(index: int):
-    import torch
-    return torch.device("cuda", index)
-
-
-_SIGNATURES: dict = {}   # array type -> signature function, filled on first sight of a type
-_KINDS: dict = {}        # array type -> kind object
-
-
-def _kind_of(x):
-    """The kind object for ``x``'s type (registering the type), or None for a type gett doesn't run natively."""
-    t = type(x)
-    kind = _KINDS.get(t)
-    if kind is None:
-        module = t.__module__.split(".")[0]
-        if isinstance(x, np.ndarray):
-            kind = _Numpy
-        elif module == "cupy" and hasattr(x, "data"):
-            kind = _Cupy()
-        elif module == "torch" and hasattr(x, "data_ptr"):
-            kind = _Torch()
-        else:
-            return None
-        _KINDS[t] = kind
-        _SIGNATURES[t] = kind.signature
-    return kind
-
-
 def _einsum_other_types(subscripts, operands, out, options: dict):
     """First sight of an array type: register it; or run operands that carry ``__cuda_array_interface__``
     or DLPack as zero-copy CuPy views and hand the result back as the caller's type."""
     arrays = operands + (() if out is None else (out,))
-    if all(_kind_of(x) is not None for x in arrays):
+    if all(kind_of(x) is not None for x in arrays):
         return einsum(subscripts, *operands, out=out, **options)
-    foreign = next(x for x in arrays if _kind_of(x) is None)
+    foreign = next(x for x in arrays if kind_of(x) is None)
     if not (hasattr(foreign, "__cuda_array_interface__") or hasattr(foreign, "__dlpack__")):
-        if all(_kind_of(x) in (None, _Numpy) for x in arrays):   # numbers, lists: as numpy.einsum takes them
+        if all(kind_of(x) in (None, NUMPY_KIND) for x in arrays):   # numbers, lists: as numpy.einsum takes them
             return einsum(subscripts, *map(np.asarray, operands), out=out, **options)
         raise TypeError(f"unsupported operand type {type(foreign).__name__}: gett.einsum takes numpy, CuPy and "
                         f"PyTorch arrays and objects with __cuda_array_interface__ or __dlpack__")
@@ -254,7 +143,7 @@ def _einsum_other_types(subscripts, operands, out, options: dict):
 
 def _as_cupy(x):
     import cupy
-    if _kind_of(x) is not None:
+    if kind_of(x) is not None:
         return x
     return cupy.asarray(x) if hasattr(x, "__cuda_array_interface__") else cupy.from_dlpack(x)
 
@@ -271,9 +160,9 @@ class _Program:
 
     Values are numbered as :func:`_schedule` numbers them — the operands, the 0-d ones tensor (B of
     one-operand steps; None where no step has one), then the intermediates as they are made. A step
-    ``(a, b, run, shape)`` reads values ``a`` and ``b`` and makes the next value, of ``shape``; the last
-    step, ``(a, b, run)``, writes the result."""
-    __slots__ = ("_middle", "_last", "_one", "_first_made", "_empty", "_dtype", "_device", "_shape")
+    ``(a, b, run, new)`` reads values ``a`` and ``b`` and writes the next value into ``new()``, a new array
+    of its shape on the caller's current stream; the last step, ``(a, b, run)``, writes the result."""
+    __slots__ = ("_middle", "_last", "_one", "_first_made", "_new_result", "_direct")
 
     def __init__(self, subscripts, operands, out, beta_nonzero, op_a, op_b, op_out, compute_type, optimize):
         n = len(operands)
@@ -310,29 +199,38 @@ class _Program:
                                     compute_type=compute_type, beta=int(last and beta_nonzero),
                                     op_a=op_a if a == 0 else None, op_b=op_b if b == 1 else None,
                                     op_out=op_out if last else None, device_arch=arch)
-            program.append((a, b, kind.runner(plan, (strided.get(a), strided.get(b)), device),
-                            descs[result].shape))
-        self._middle, self._last = tuple(program[:-1]), program[-1][:3]
+            program.append((a, b, _runner(kind, plan, (strided.get(a), strided.get(b)), device),
+                            kind.allocator(descs[result].shape, operands[0].dtype, device)))
+        self._middle, (a, b, run, self._new_result) = tuple(program[:-1]), program[-1]
+        self._last = (a, b, run)
         self._one = kind.constant_one(operands[0].dtype, device) if any(len(i) == 1 for i, _ in steps) else None
         self._first_made = n + 1
-        self._empty, self._dtype, self._device, self._shape = kind.empty, operands[0].dtype, device, shape
+        # one contraction of two operands: it reads them as they are passed, nothing to make first
+        self._direct = not self._middle and self._one is None
 
     def __call__(self, operands, out, alpha, beta):
+        """Run on ``operands`` (of the signature planned for) into ``out``, or a new array if None;
+        returns the result."""
+        values = operands if self._direct else self._inputs(operands)
+        if out is None:
+            out = self._new_result()
+        a, b, run = self._last
+        run(values[a], values[b], out, out, alpha, beta)
+        return out
+
+    def _inputs(self, operands) -> list:
+        """The values the last step reads from: the operands, the ones tensor, the intermediates."""
         values = [*operands, self._one]
         first_made = self._first_made
-        for x, y, step, shape in self._middle:
-            d = self._empty(shape, self._dtype, self._device)
+        for x, y, step, new in self._middle:
+            d = new()
             step(values[x], values[y], d, d, 1, 0)
             values.append(d)
             if x >= first_made:   # an intermediate is read once: hand it back to the pool
                 values[x] = None
             if y >= first_made:
                 values[y] = None
-        a, b, run = self._last
-        if out is None:
-            out = self._empty(self._shape, self._dtype, self._device)
-        run(values[a], values[b], out, out, alpha, beta)
-        return out
+        return values
 
 
 def _describe(x, name: str):
@@ -343,10 +241,10 @@ def _describe(x, name: str):
 
 
 def _common_kind(operands, out):
-    kinds = {_kind_of(x).name: type(x).__name__ for x in operands + (() if out is None else (out,))}
+    kinds = {kind_of(x).name: type(x).__name__ for x in operands + (() if out is None else (out,))}
     if len(kinds) > 1:
         raise TypeError(f"gett.einsum needs operands (and out) of one kind, got {', '.join(kinds.values())}")
-    return _kind_of(operands[0])
+    return kind_of(operands[0])
 
 
 def _common_device(infos) -> int:

@@ -11,7 +11,7 @@ _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64"
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
 _MAX_GRID_X = 2**31 - 1
 _modules: dict = {}      # (cubin path, device) -> cupy.RawModule
-_functions: dict = {}    # (cubin path, function name, device) -> kernel function
+_functions: dict = {}    # (cubin path, function name, device) -> kernel function loaded on that device
 _functions_lock = threading.Lock()
 
 
@@ -29,21 +29,25 @@ def _function(kernel, name: str, device: int):
                 f = module.get_function(name)
                 if name == kernel.name and kernel.shared_bytes > 48 * 1024:   # beyond 48 KB: opt in
                     f.max_dynamic_shared_size_bytes = kernel.shared_bytes
-                _functions[key] = f
+                # The RawKernel's function on this device, called directly: RawKernel.__call__ would look
+                # the device up and repack the keyword arguments on every launch.
+                _functions[key] = getattr(f, "kernel", f)
             fn = _functions[key]
     return fn
 
 
 class Launcher:
-    """``plan``'s kernel bound to one device and array kind, everything but the pointers and scalars
-    decided once: a call costs a few argument conversions and the launch (two with split-K), on the
-    caller's current stream (PyTorch's for torch tensors, CuPy's otherwise), with no synchronisation.
+    """``plan``'s kernel bound to one device and array kind, everything but the arrays and scalars decided
+    once. A call launches the kernel (two with split-K) on the caller's current stream — PyTorch's for
+    torch tensors, CuPy's otherwise — with no synchronisation.
 
-    Arguments go to CuPy as its own argument objects (an address, a size-1 array passed by value), which
-    it forwards untouched; numpy scalars would cost a conversion each per launch."""
+    Arguments go to CuPy's kernel function as it takes them without converting them again: CuPy arrays
+    as they are (CuPy passes an array's data pointer), addresses as its own argument objects, alpha and
+    beta as size-1 arrays passed by value (converted once per value; numpy scalars would cost a
+    conversion each per launch)."""
     __slots__ = ("_fn", "_grid", "_block", "_shared", "_acc", "_device", "_torch_stream", "_cupy",
                  "_partials", "_reduce", "_reduce_grid", "_reduce_block", "_address", "_by_value",
-                 "_null", "_scalars")
+                 "_null", "_scalars", "_get_device")
 
     def __init__(self, plan, device: int, kind: str):
         import cupy
@@ -52,6 +56,8 @@ class Launcher:
         self._device, self._cupy, self._fn = device, cupy, None
         self._address, self._by_value, self._null, self._scalars = CIntptr, CNumpyArray, CIntptr(0), {}
         self._torch_stream = _torch_stream_getter() if kind == "torch" else None
+        # With one device it is always the current one: no need to ask on every call.
+        self._get_device = cupy.cuda.runtime.getDevice if cupy.cuda.runtime.getDeviceCount() > 1 else None
         if plan.m * plan.n * plan.batch == 0:
             return   # nothing to write
         with cupy.cuda.Device(device):
@@ -70,31 +76,40 @@ class Launcher:
         self._shared = kernel.shared_bytes
         self._acc = _ACC_NUMPY[plan.compute_type.name]
 
-    def __call__(self, a: int, b: int, c: int, d: int, alpha, beta) -> None:
-        """Launch on the tensors at device addresses ``a``, ``b``, ``c``, ``d``."""
+    def __call__(self, A, B, C, D, alpha, beta) -> None:
+        """Launch on ``A``, ``B``, ``C``, ``D``: arrays of the launcher's kind laid out as the plan's
+        descriptors (for the CuPy kind, device addresses as ints serve too). Checks nothing."""
         if self._fn is None:
             return
-        stream = None if self._torch_stream is None else _external_stream(self._torch_stream(self._device),
-                                                                          self._device)
-        if self._cupy.cuda.runtime.getDevice() == self._device:
-            self._launch(a, b, c, d, alpha, beta, stream)
-        else:   # the module is loaded in that device's context, and CuPy's current stream is per device
-            with self._cupy.cuda.Device(self._device):
-                self._launch(a, b, c, d, alpha, beta, stream)
+        scalars = self._scalars
+        try:
+            alpha, beta = scalars[alpha], scalars[beta]
+        except (KeyError, TypeError):   # a value met for the first time, or unhashable (a 0-d array)
+            alpha, beta = self._scalar(alpha), self._scalar(beta)
+        stream = None   # CuPy's current stream
+        if self._torch_stream is not None:
+            address = self._address
+            A, B, C, D = address(A.data_ptr()), address(B.data_ptr()), address(C.data_ptr()), address(D.data_ptr())
+            stream = _external_stream(self._torch_stream(self._device), self._device)
+        if self._get_device is not None and self._get_device() != self._device:
+            with self._cupy.cuda.Device(self._device):   # the module is loaded in that device's context,
+                self._launch(A, B, C, D, alpha, beta, stream)   # and CuPy's current stream is per device
+        elif self._partials:
+            self._launch(A, B, C, D, alpha, beta, stream)
+        else:   # the common case, without the call of _launch
+            self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta),
+                     shared_mem=self._shared, stream=stream)
 
-    def _launch(self, a, b, c, d, alpha, beta, stream):
-        address = self._address
-        alpha, beta, c, d = self._scalar(alpha), self._scalar(beta), address(c), address(d)
+    def _launch(self, A, B, C, D, alpha, beta, stream):
+        """Launch on the current device: one kernel, or with split-K the kernel and the reduction."""
         if not self._partials:
-            self._fn(self._grid, self._block, (address(a), address(b), c, d, self._null, alpha, beta),
+            self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta),
                      shared_mem=self._shared, stream=stream)
             return
         with stream if stream is not None else contextlib.nullcontext():
             partials = self._cupy.empty(self._partials, dtype=self._acc)   # CuPy's pool, on the stream using it
-            p = address(partials.data.ptr)
-            self._fn(self._grid, self._block, (address(a), address(b), c, d, p, alpha, beta),
-                     shared_mem=self._shared)
-            self._reduce(self._reduce_grid, self._reduce_block, (p, c, d, alpha, beta))
+            self._fn(self._grid, self._block, (A, B, C, D, partials, alpha, beta), shared_mem=self._shared)
+            self._reduce(self._reduce_grid, self._reduce_block, (partials, C, D, alpha, beta))
 
     def _scalar(self, value):
         """``value`` (alpha or beta) as a by-value kernel argument of the accumulator type; the few values
@@ -153,13 +168,6 @@ def launcher(plan, device: int, kind: str) -> Launcher:
         ref = weakref.ref(plan, lambda _, key=key: _launchers.pop(key, None))
         entry = _launchers[key] = (ref, Launcher(plan, device, kind))
     return entry[1]
-
-
-def launch(plan, alpha, beta, infos) -> None:
-    """Run ``plan`` on the arrays described by ``infos`` ("A", "B", "C", "D" → ArrayInfo)."""
-    d = infos["D"]
-    launcher(plan, d.device, d.kind)(infos["A"].pointer, infos["B"].pointer, infos["C"].pointer, d.pointer,
-                                     alpha, beta)
 
 
 def _grid(ctas: int) -> tuple:

@@ -1,6 +1,7 @@
 """gett.einsum on the GPU: the generated expressions of tests/test_einsum.py on CuPy arrays and PyTorch
 tensors against numpy.einsum in float64, work on the caller's stream with no hidden synchronisation,
-the opt_einsum backend, __cuda_array_interface__ objects and a second device.
+the opt_einsum backend, __cuda_array_interface__ objects, a second device, and the cached call paths
+(of einsum and contract: their own arrays each call, split-K, an output that may not be written).
 
 Every distinct contraction compiles a kernel (~0.3 s), so example counts are small and derandomized."""
 import numpy as np
@@ -160,3 +161,58 @@ def test_second_device():
     got = gett.einsum("ij,jk->ik", A, B)   # current device is 0
     assert got.device.id == 1
     np.testing.assert_allclose(cp.asnumpy(got), a @ b, rtol=1e-12)
+
+
+def test_cached_calls_launch_on_their_own_arrays():
+    """Repeated calls take the cached path: each one reads and writes its own arrays."""
+    rng = np.random.default_rng(8)
+    A, B = cp.ones((16, 8)), cp.ones((8, 4))
+    plan = gett.plan_contraction(A, "ij", B, "jk", cp.empty((16, 4)), "ik")
+    for _ in range(3):
+        a, b = rng.standard_normal((16, 8)), rng.standard_normal((8, 4))
+        A, B, out = cp.asarray(a), cp.asarray(b), cp.full((16, 4), np.nan)
+        np.testing.assert_allclose(cp.asnumpy(gett.einsum("ij,jk->ik", A, B)), a @ b, rtol=1e-12)
+        gett.einsum("ij,jk->ik", A, B, out=out, alpha=2.0)
+        np.testing.assert_allclose(cp.asnumpy(out), 2 * a @ b, rtol=1e-12)
+        D = cp.full((16, 4), np.nan)
+        gett.contract(plan, -1.0, A, B, 0.0, D)
+        np.testing.assert_allclose(cp.asnumpy(D), -a @ b, rtol=1e-12)
+
+
+def test_split_k_through_the_cached_paths():
+    """A split-K plan (its partial sums in a CuPy array on the caller's stream), cached, on CuPy and torch."""
+    rng = np.random.default_rng(9)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((30, 5000), (5000, 20)))
+    A, B = cp.asarray(a), cp.asarray(b)
+    plan = gett.plan_contraction(A, "mk", B, "kn", cp.empty((30, 20), np.float32), "mn", beta=0)
+    if plan.kernel().config.split_k == 1:
+        pytest.skip("the heuristic picks no split-K for this shape")
+    arrays = [(A, B)]
+    try:
+        import torch
+        arrays.append((torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")))
+    except ImportError:
+        pass
+    expect = a.astype(np.float64) @ b.astype(np.float64)
+    for X, Y in arrays:
+        for _ in range(2):
+            got = gett.einsum("mk,kn->mn", X, Y)
+            got = cp.asnumpy(got) if isinstance(got, cp.ndarray) else got.cpu().numpy()
+            np.testing.assert_allclose(got, expect, rtol=1e-4, atol=1e-3)
+
+
+def test_torch_out_that_requires_grad_is_refused_after_cached_calls():
+    """Whether a tensor may be written is part of the cached signature: a leaf that requires grad is
+    refused even after calls with a plain tensor of the same layout took the cached path."""
+    torch = pytest.importorskip("torch")
+    A, B = torch.ones((6, 5), device="cuda"), torch.ones((5, 4), device="cuda")
+    plan = gett.plan_contraction(A, "ij", B, "jk", torch.empty((6, 4), device="cuda"), "ik")
+    for _ in range(2):
+        gett.einsum("ij,jk->ik", A, B, out=torch.empty((6, 4), device="cuda"))
+        gett.contract(plan, 1.0, A, B, 0.0, torch.empty((6, 4), device="cuda"))
+    leaf = torch.zeros((6, 4), device="cuda", requires_grad=True)
+    with pytest.raises(gett.OutputNotWritableError):
+        gett.einsum("ij,jk->ik", A, B, out=leaf)
+    with pytest.raises(gett.OutputNotWritableError):
+        gett.contract(plan, 1.0, A, B, 0.0, leaf)
+    assert not leaf.detach().any()

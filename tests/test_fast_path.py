@@ -1,0 +1,163 @@
+"""The cached call paths of gett.einsum and gett.contract, on the CPU through a fake CuPy (tests/fake_cupy):
+a repeated call takes the short path and launches on its own arrays; any change a plan depends on —
+shape, strides, dtype, pointer alignment, device — is caught (a new plan, or the error of a full check);
+the launch goes to the arrays' device; nothing is shared between calls that should not be.
+
+The kernels are compiled (NVRTC, no GPU); only their launches are faked, so these run in CI."""
+import sys
+import threading
+
+import fake_cupy
+import numpy as np
+import pytest
+from fake_cupy import launched_pointers
+
+import gett
+
+
+@pytest.fixture
+def cupy():
+    """The fake CuPy module, with its recorded launches at ``cupy.state.launches``."""
+    with fake_cupy.installed() as state:
+        module = sys.modules["cupy"]
+        module.state = state
+        yield module
+
+
+def _accepted_calls():
+    return sys.modules["gett.contract"]._ACCEPTED.info()
+
+
+def test_einsum_repeated_calls_launch_on_their_own_arrays(cupy):
+    for k in range(3):
+        A, B, out = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
+        assert gett.einsum("ij,jk->ik", A, B, out=out) is out
+        assert launched_pointers(cupy.state.launches[-1]) == (A.data.ptr, B.data.ptr, out.data.ptr, out.data.ptr)
+    info = gett.cache_info()
+    assert (info.hits, info.misses, info.size) == (2, 1, 1)
+    assert len(cupy.state.launches) == 3
+
+
+def test_einsum_results_are_new_arrays(cupy):
+    A, B = cupy.ndarray((16, 8)), cupy.ndarray((8, 4))
+    first, second = gett.einsum("ij,jk->ik", A, B), gett.einsum("ij,jk->ik", A, B)
+    assert first is not second and first.data.ptr != second.data.ptr
+    assert (second.shape, second.dtype) == ((16, 4), np.float32)
+    assert launched_pointers(cupy.state.launches[-1])[2:] == (second.data.ptr, second.data.ptr)
+
+
+@pytest.mark.parametrize("change", ["shape", "strides", "dtype", "alignment", "out strides"])
+def test_einsum_signature_changes_are_planned_anew(cupy, change):
+    A, B, out = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
+    gett.einsum("ij,jk->ik", A, B, out=out)
+    if change == "shape":
+        A, out = cupy.ndarray((12, 8)), cupy.ndarray((12, 4))
+    elif change == "strides":
+        A = cupy.ndarray((8, 16)).view_as((16, 8), (4, 64))            # a transposed view
+    elif change == "dtype":
+        A, B, out = (cupy.ndarray(x.shape, np.float64) for x in (A, B, out))
+    elif change == "alignment":
+        A = cupy.ndarray((17, 8)).view_as((16, 8), (32, 4), offset=4)   # 4-byte aligned
+    else:
+        out = cupy.ndarray((4, 16)).view_as((16, 4), (4, 64))
+    gett.einsum("ij,jk->ik", A, B, out=out)
+    info = gett.cache_info()
+    assert (info.hits, info.misses) == (0, 2)
+    assert launched_pointers(cupy.state.launches[-1]) == (A.data.ptr, B.data.ptr, out.data.ptr, out.data.ptr)
+
+
+def test_contract_memo_checks_other_arrays_in_full(cupy):
+    A, B, C = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
+    plan = gett.plan_contraction(A, "ij", B, "jk", C, "ik")
+    for _ in range(3):
+        D = cupy.ndarray((16, 4))
+        assert gett.contract(plan, 1.0, A, B, 0.0, C, D) is D
+        assert launched_pointers(cupy.state.launches[-1]) == (A.data.ptr, B.data.ptr, C.data.ptr, D.data.ptr)
+    assert _accepted_calls().hits == 2
+    bad = {
+        "dtype": (A, B, C, cupy.ndarray((16, 4), np.float64)),
+        "strides": (A, B, C, cupy.ndarray((16, 8)).view_as((16, 4), (32, 8))),
+        "shape": (cupy.ndarray((12, 8)), B, C, C),
+        "aligned": (cupy.ndarray((17, 8)).view_as((16, 8), (32, 4), offset=4), B, C, C),
+    }
+    launches = len(cupy.state.launches)
+    for message, (a, b, c, d) in bad.items():
+        with pytest.raises(gett.PlanMismatchError, match=message):
+            gett.contract(plan, 1.0, a, b, 0.0, c, d)
+    assert len(cupy.state.launches) == launches   # nothing launched
+
+
+def test_contract_arrays_on_another_device_are_refused(cupy):
+    cupy.state.count = 2
+    A, B, C = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
+    plan = gett.plan_contraction(A, "ij", B, "jk", C, "ik")
+    gett.contract(plan, 1.0, A, B, 0.0, C)
+    with pytest.raises(gett.DeviceError, match="one device"):
+        gett.contract(plan, 1.0, A, B, 0.0, C, cupy.ndarray((16, 4), device=1))
+
+
+def test_launch_goes_to_the_arrays_device(cupy):
+    cupy.state.count = 2
+    with cupy.cuda.Device(1):
+        A, B = cupy.ndarray((16, 8)), cupy.ndarray((8, 4))
+    for _ in range(2):   # planned, then cached
+        result = gett.einsum("ij,jk->ik", A, B)   # the current device is 0
+        assert cupy.state.launches[-1][1] == 1 and result.device.id == 1
+    assert cupy.state.device == 0
+
+
+def test_one_device_is_never_asked_for(cupy, monkeypatch):
+    A, B, out = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
+    plan = gett.plan_contraction(A, "ij", B, "jk", out, "ik")
+    gett.einsum("ij,jk->ik", A, B, out=out)
+    gett.contract(plan, 1.0, A, B, 0.0, out)
+
+    def no_device_query():
+        raise AssertionError("the current device was asked for on a machine with one device")
+    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", no_device_query)
+    gett.einsum("ij,jk->ik", A, B, out=out)
+    gett.einsum("ij,jk->ik", A, B)
+    gett.contract(plan, 1.0, A, B, 0.0, out)
+
+
+def test_alpha_and_beta_go_by_value(cupy):
+    A, B, C = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
+    plan = gett.plan_contraction(A, "ij", B, "jk", C, "ik")
+    for alpha, beta in [(1.0, 0.0), (2.5, -1), (2.5, -1), (np.float64(0.5), np.array(3.0)), (np.array(4.0), 1)]:
+        gett.contract(plan, alpha, A, B, beta, C)
+        args = cupy.state.launches[-1][4]
+        assert (args[5].value.tolist(), args[6].value.tolist()) == ([float(alpha)], [float(beta)])
+        assert args[5].value.dtype == np.float32
+
+
+def test_threads_launch_on_their_own_arrays(cupy):
+    A0, B0, out0 = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
+    gett.einsum("ij,jk->ik", A0, B0, out=out0)   # compile outside the threads
+    arrays = [(cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))) for _ in range(8)]
+    mine, errors = {}, []
+    record = fake_cupy._Function.__call__
+
+    def checking(self, grid, block, args, shared_mem=0, stream=None):
+        A, B, out = mine[threading.get_ident()]
+        if tuple(x.data.ptr for x in args[:4]) != (A.data.ptr, B.data.ptr, out.data.ptr, out.data.ptr):
+            errors.append(AssertionError("a launch on another thread's arrays"))
+
+    def work(i):
+        mine[threading.get_ident()] = arrays[i]
+        try:
+            for _ in range(50):
+                gett.einsum("ij,jk->ik", *arrays[i][:2], out=arrays[i][2])
+        except Exception as e:   # surfaced below
+            errors.append(e)
+    fake_cupy._Function.__call__ = checking
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        fake_cupy._Function.__call__ = record
+    assert not errors
+    info = gett.cache_info()
+    assert (info.size, info.hits) == (1, 400)
