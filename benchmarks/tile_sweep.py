@@ -42,6 +42,7 @@ def main(argv=None) -> int:
     import numpy
     import gett
     from gett.config import default_config
+    from gett.kernel import current_arch
     from tccg_suite.data import make_buffers, reference, relative_error
     from tccg_suite.suite import parse_ids, select
     from tccg_suite.timing import median_ms
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
         roof_us = max(c.flops / 800e12, c.min_bytes(2, 2, False) / 3.0e12) * 1e6
         base = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=0)
         print(f"#{c.id} {c.notation}  M×N×K {c.m}×{c.n}×{c.k}  roofline {roof_us:.1f} µs  "
-              f"heuristic {default_config(base).key()}")
+              f"heuristic {default_config(base, current_arch()).key()}")
         for cfg in [None] + configs:
             try:
                 plan = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"),

@@ -49,6 +49,8 @@ class KernelConfig:
                 raise ValueError(f"wgmma tile {self.bm}x{self.bn}x{self.bk}: bm must be 64 or 128 (one or two "
                                  f"warpgroups; more spill), "
                                  f"bn one of {WGMMA_N}, bk 64 (one 128-byte swizzle line of f16)")
+            if self.stages < 3:   # one tile's MMAs stay in flight: two stages would leave none to load into
+                raise ValueError(f"wgmma needs at least 3 stages, got {self.stages}")
             if self.bm == 64 and self.bn == 256:   # one warpgroup: 128 accumulators plus its loads spill
                 raise ValueError("wgmma tile 64x256: 128 accumulators plus the loads spill; use 128x256")
         elif self.math == "simt":
@@ -92,14 +94,22 @@ def _fit(extent: int, choices) -> int:
     return choices[-1]
 
 
-def _scalar_staging(plan, cfg: KernelConfig) -> int:
-    """How many operands of the (box-tiled) plan are loaded one element at a time through registers."""
+def _layouts(plan, cfg: KernelConfig) -> tuple:
+    """How A and B of the (box-tiled) plan move into shared memory under ``cfg``."""
     from .codegen import operand_layout
     from .tiling import tile_plan
     tiled = tile_plan(plan, cfg)
-    a = operand_layout(tiled, "A", "M", cfg.bm, cfg.bk)
-    b = operand_layout(tiled, "B", "N", cfg.bn, cfg.bk)
-    return sum(x.vector == 1 and not x.is_async for x in (a, b))
+    return operand_layout(tiled, "A", "M", cfg.bm, cfg.bk), operand_layout(tiled, "B", "N", cfg.bn, cfg.bk)
+
+
+def _scalar_staging(plan, cfg: KernelConfig) -> int:
+    """How many operands of the (box-tiled) plan are loaded one element at a time through registers."""
+    return sum(x.vector == 1 and not x.is_async for x in _layouts(plan, cfg))
+
+
+def _staged(plan, cfg: KernelConfig) -> int:
+    """How many operands are staged through registers (scalars, or a box's strided vectors)."""
+    return sum(not x.is_async for x in _layouts(plan, cfg))
 
 
 # Enough CTAs to fill an H100 (132 SMs) twice over; split-K is used only below that.
@@ -128,16 +138,31 @@ def has_wgmma(arch: str) -> bool:
     return arch is not None and "".join(ch for ch in str(arch) if ch.isdigit()) == "90"
 
 
+def _wgmma_tile(plan):
+    """The wgmma tile for a large GEMM-like plan, or None where mma.sync is the better path.
+
+    Measured on H100 (benchmarks/tile_sweep.py, TCCG #12-#30, 2026-11-22): 128x256 with 4 stages runs
+    #12 and #20 1.5x faster than mma.sync's best; with M or N in the hundreds, 128x64 with 4 stages
+    (98 KB: two CTAs per SM) is within 10% of the best; so is it for operands staged through registers
+    (box tiling's strided vectors, #28), which spill with wider tiles. Element-wise staging would spill
+    with 64-deep tiles: mma.sync keeps those."""
+    big = KernelConfig("wgmma", 128, 256, 64, 4)
+    small = KernelConfig("wgmma", 128, 64, 64, 4)
+    if _scalar_staging(plan, small):
+        return None
+    if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0:
+        return big
+    return small
+
+
 def _tile_config(plan, arch: str = None) -> KernelConfig:
     """Tile sizes from the GEMM extents, so skinny dimensions waste little of a tile."""
     path = math_path(plan)
     m, n = plan.m, plan.n
-    if path == "mma16" and has_wgmma(arch) and m >= 128 and n >= 128 and plan.k >= 256 \
-            and _scalar_staging(plan, KernelConfig("wgmma", 128, 128, 64, 4)) == 0:
-        # Measured on H100 (benchmarks/tile_sweep.py, TCCG #12, #20, #21, 2026-11-22): 128x256 beats
-        # mma.sync's best by 1.3-1.6x; 128x128 s4 where N is too short for 256 columns. Operands staged
-        # element by element would spill with 64-deep tiles.
-        return KernelConfig("wgmma", 128, 256, 64, 3) if n >= 256 else KernelConfig("wgmma", 128, 128, 64, 4)
+    if path == "mma16" and has_wgmma(arch) and m >= 128 and n >= 128 and plan.k >= 256:
+        cfg = _wgmma_tile(plan)
+        if cfg is not None:
+            return cfg
     if path == "mma16":
         bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32

@@ -126,7 +126,7 @@ def kernel_source(plan, arch: str, config: KernelConfig = None) -> KernelSource:
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
     tiled = tile_plan(plan, cfg)
     source, smem, threads = render_kernel(tiled, cfg)
-    while smem > limit and cfg.stages > 2:
+    while smem > limit and cfg.stages > (3 if cfg.math == "wgmma" else 2):
         cfg = KernelConfig(**{**cfg.__dict__, "stages": cfg.stages - 1})
         source, smem, threads = render_kernel(tiled, cfg)
     if smem > limit and tuned:   # a database entry that doesn't fit here must not break the plan

@@ -65,11 +65,11 @@ def _valid(cfg: KernelConfig) -> bool:
 
 
 def _wgmma_configs(plan, arch: str) -> list:
-    """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 2 to 4 stages."""
+    """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 3 to 5 stages."""
     if not has_wgmma(arch) or math_path(plan) != "mma16":
         return []
     return [dataclasses.replace(cfg, split_k=split_k_for(plan, cfg))
-            for bm, bn, stages in product((64, 128), WGMMA_N, (2, 3, 4))
+            for bm, bn, stages in product((64, 128), WGMMA_N, (3, 4, 5))
             for cfg in [KernelConfig("wgmma", bm, bn, 64, stages)] if _valid(cfg)]
 
 

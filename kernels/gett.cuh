@@ -79,8 +79,12 @@ struct Gett {
     const int k_first = split * k_tiles_per_split;   // this CTA's K tiles: [k_first, k_first + k_tiles)
     const int k_rest = k_tiles_all - k_first;
     const int k_tiles = k_rest < k_tiles_per_split ? (k_rest > 0 ? k_rest : 0) : k_tiles_per_split;
+    // Asynchronous math (wgmma) keeps one tile's MMAs in flight across the barrier, so a stage is
+    // free again only two iterations after its MMAs began: one tile fewer is loaded ahead.
+    constexpr int AHEAD = STAGES - 1 - (Math::kAsyncMath ? 1 : 0);
+    static_assert(AHEAD >= 1, "the pipeline must load at least one tile ahead");
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
+    for (int s = 0; s < AHEAD; ++s) {
       if (s < k_tiles) {
         load_a.issue(sA + s * LoadA::STAGE_ELEMS, k_first + s);
         load_b.issue(sB + s * LoadB::STAGE_ELEMS, k_first + s);
@@ -90,13 +94,13 @@ struct Gett {
       cp_async_commit();
     }
     for (int kt = 0; kt < k_tiles; ++kt) {
-      cp_async_wait<STAGES - 2>();
+      cp_async_wait<AHEAD - 1>();
       load_a.transform(sA + (kt % STAGES) * LoadA::STAGE_ELEMS, k_first + kt);
       load_b.transform(sB + (kt % STAGES) * LoadB::STAGE_ELEMS, k_first + kt);
       if constexpr (Math::kAsyncMath) fence_proxy_async();   // wgmma reads shared memory through the async proxy
       __syncthreads();
-      // Refill the stage consumed in the previous iteration: every thread has passed the barrier.
-      const int next = kt + STAGES - 1;
+      // Refill a stage every thread has finished with (all passed the barrier after their last use).
+      const int next = kt + AHEAD;
       const int next_stage = next % STAGES;
       auto refill = [&] {
         if (next < k_tiles) {
@@ -108,19 +112,21 @@ struct Gett {
       const int stage = kt % STAGES;
       const long long k_left = P::K - (long long)(k_first + kt) * BK;
       // Synchronous math starts the loads first, so they are in flight during the MMAs; asynchronous
-      // math (wgmma) starts its MMAs first and issues the loads while the tensor cores work.
+      // math starts its MMAs first, issues the loads while the tensor cores work, then waits for the
+      // previous tile's MMAs only.
       if constexpr (!Math::kAsyncMath) refill();
       math.compute(sA + stage * LoadA::STAGE_ELEMS, sB + stage * LoadB::STAGE_ELEMS,
                    k_left < BK ? int(k_left) : BK);
       if constexpr (Math::kAsyncMath) {
         refill();
-        math.wait();
+        math.template wait<1>();
       }
       if (next < k_tiles) {
         load_a.store(sA + next_stage * LoadA::STAGE_ELEMS);
         load_b.store(sB + next_stage * LoadB::STAGE_ELEMS);
       }
     }
+    if constexpr (Math::kAsyncMath) math.template wait<0>();
     cp_async_wait<0>();
     __syncthreads();
     if constexpr (SPLIT == 1) {

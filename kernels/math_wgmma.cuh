@@ -143,7 +143,9 @@ struct WgmmaMath : WarpFragments<float, 16, 4, BN, 16, BN> {
     wgmma_commit();
   }
 
-  __device__ __forceinline__ void wait() const { wgmma_wait<0>(); }
+  // Until at most PENDING tiles' MMAs are still running in this warpgroup.
+  template <int PENDING>
+  __device__ __forceinline__ void wait() const { wgmma_wait<PENDING>(); }
 };
 
 }  // namespace gett

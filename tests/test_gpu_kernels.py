@@ -110,7 +110,7 @@ def test_wgmma_random_contractions(dtype):
 
     @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(case=contractions(dtypes=(dtype,), out_dtypes={dtype: ("f32", dtype)}, max_elements=60000),
-           tile=st.sampled_from(WGMMA_TILES), stages=st.integers(2, 4), seed=st.integers(0, 2**31))
+           tile=st.sampled_from(WGMMA_TILES), stages=st.integers(3, 5), seed=st.integers(0, 2**31))
     def inner(case, tile, stages, seed):
         if dtype == "bf16":   # torch views cannot have negative steps
             case.layouts = {t: (p, s, tuple(False for _ in f)) for t, (p, s, f) in case.layouts.items()}
