@@ -155,6 +155,24 @@ def _wgmma_tile(plan):
     return small
 
 
+def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
+    """Taller tiles for the memory-bound shapes of the TCCG suite (benchmarks/tile_sweep.py, H100,
+    2026-11-22): with N ≤ 32 and a long M, 256 rows let both A's and D's runs in the M box reach 16
+    elements (whole sectors): #6 2.4x faster; where D's stride-1 mode has an extent like 24 that no
+    power-of-two tile holds whole, 192 rows (12 warps) write D in whole runs: #31 1.4x, #32 1.15x."""
+    if cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536:
+        return replace(cfg, bm=256, wm=32)
+    for group, tile, extent in (("M", cfg.bm, plan.m), ("N", cfg.bn, plan.n)):
+        table = plan.tables[group]
+        if cfg.bm != 128 or plan.m < 192 or extent <= tile or not table.extents \
+                or table.strides_of("D")[0] != 1:
+            continue
+        run = table.extents[0]
+        if run & (run - 1) and 192 % run == 0:   # not a power of two, and 192 holds whole runs
+            return replace(cfg, bm=192, wm=64, wn=32)
+    return cfg
+
+
 def _tile_config(plan, arch: str = None) -> KernelConfig:
     """Tile sizes from the GEMM extents, so skinny dimensions waste little of a tile."""
     path = math_path(plan)
@@ -175,7 +193,7 @@ def _tile_config(plan, arch: str = None) -> KernelConfig:
             return replace(cfg, wn=64)   # 4 warps of 64x64: +40% on #12, +20% on #21
         if scalar == 0 and 32 < m <= 96 and plan.k <= 128:
             return KernelConfig(path, 64, 64, 32, 4, wm=32, wn=32)   # short M and K: +40% on #9
-        return cfg
+        return _memory_bound_tile(plan, cfg)
     if path in ("tf32", "3xtf32"):
         bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32

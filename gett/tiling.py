@@ -21,8 +21,23 @@ from .layout import IndexTable
 _GROUP_TENSORS = {"M": ("A", "D"), "N": ("B", "D"), "K": ("A", "B")}
 
 
-def _pow2_divisor(n: int) -> int:
-    return n & -n
+def _largest_divisor(n: int, fits) -> int:
+    """The largest divisor d of ``n`` with ``fits(d)`` (1 always fits)."""
+    return max(d for d in range(1, n + 1) if n % d == 0 and (d == 1 or fits(d)))
+
+
+def box_sides(ex: int, ey: int, tile: int, min_first: int, keep_first: bool) -> tuple:
+    """(tx, ty): divisors of the two modes' extents with tx·ty dividing ``tile``, tx as long as possible,
+    then — unless ``keep_first`` (the output's runs decide which sectors are written whole) — made as
+    square as the first tensor's vectors (``min_first`` elements) allow. A tile of 96 or 192 can hold
+    whole runs of 24."""
+    def sides(limit):
+        tx = _largest_divisor(ex, lambda d: d <= limit and tile % d == 0)
+        return tx, _largest_divisor(ey, lambda d: tile % (tx * d) == 0)
+    tx, ty = sides(tile // 2)
+    while not keep_first and tx > 2 * ty and tx > min_first:
+        tx, ty = sides(tx - 1)
+    return tx, ty
 
 
 def split_box(table: IndexTable, first: str, second: str, tile: int, min_first: int) -> IndexTable:
@@ -33,11 +48,7 @@ def split_box(table: IndexTable, first: str, second: str, tile: int, min_first: 
         return table
     j = sy.index(1)
     ex, ey = table.extents[0], table.extents[j]
-    tx = min(_pow2_divisor(ex), tile // 2)
-    ty = min(_pow2_divisor(ey), tile // tx)
-    while tx > 2 * ty and tx > min_first:   # as square as the first tensor's vectors allow
-        tx //= 2
-        ty = min(_pow2_divisor(ey), tile // tx)
+    tx, ty = box_sides(ex, ey, tile, min_first, keep_first=first == "D")
     if ty < 2:
         return table
     modes, extents = list(table.modes), list(table.extents)

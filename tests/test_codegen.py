@@ -231,3 +231,19 @@ def test_heuristic_uses_wgmma_only_on_hopper_for_large_gemms():
     assert default_config(gett.plan_contraction(a, "mk", b, "kn", c, "mn"), "sm_90").math == "mma16"
     a, b, c = descriptors(2048, 2048, 2048, "f16", "f32", "strided")    # scalar staging: 64-deep tiles spill
     assert default_config(gett.plan_contraction(a, "mk", b, "kn", c, "mn"), "sm_90").math == "mma16"
+
+
+def test_heuristic_tiles_for_memory_bound_tccg_shapes():
+    """Measured choices (benchmarks/tile_sweep.py): 256 rows for N = 24 with a long M (#6), 192 rows
+    where D's stride-1 mode has an extent of 24 (#31), plain 128x128 where D runs are long (#33)."""
+    from tccg_suite.suite import select
+
+    def config(i):
+        c = select([i])[0]
+        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+        return default_config(plan, "sm_90")
+    assert (config(6).bm, config(6).bn) == (256, 32)
+    assert (config(31).bm, config(31).bn) == (192, 128)
+    assert (config(33).bm, config(33).bn) == (128, 128)
+    assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (128, 256)
