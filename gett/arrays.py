@@ -71,6 +71,12 @@ def describe(array) -> ArrayInfo:
     dtype = as_dtype(str(array.dtype))
     if array.device.type != "cuda":
         raise TypeError("torch tensors must live on a CUDA device (use numpy arrays for the CPU reference)")
+    if array.is_conj() or array.is_neg():   # lazy views: the memory holds the unconjugated/unnegated values
+        raise TypeError("torch tensor is a lazy conjugate or negative view; call .resolve_conj() / "
+                        ".resolve_neg() first (or use op_a/op_b=gett.ops.conj / neg)")
+    if array.is_conj() or array.is_neg():   # lazy views: the memory holds the unconjugated/unnegated values
+        raise TypeError("torch tensor is a lazy conjugate or negative view; call .resolve_conj() / "
+                        ".resolve_neg() first (or use op_a/op_b=gett.ops.conj / neg)")
     ptr = array.data_ptr()
     strides = tuple(s if e > 1 else 0 for s, e in zip(array.stride(), array.shape))
     return ArrayInfo(kind, tuple(array.shape), strides, dtype, ptr, alignment_of(ptr),
@@ -149,7 +155,8 @@ class _TorchKind:
     def signature(x) -> tuple:
         if not x.is_cuda:
             raise TypeError("torch tensors must live on a CUDA device (use numpy arrays for the CPU reference)")
-        return (TORCH, x.shape, x.stride(), x.dtype, x.data_ptr() & 255, x.get_device())
+        # lazy conjugate/negative views share the memory of plain ones: they must not share a memo entry
+        return (TORCH, x.shape, x.stride(), x.dtype, x.data_ptr() & 255, x.get_device(), x.is_conj(), x.is_neg())
 
     @staticmethod
     def out_signature(x) -> tuple:

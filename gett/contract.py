@@ -62,6 +62,10 @@ def contract(plan, alpha, A, B, beta, C, D=None):
         _run_host(plan, alpha, A, B, beta, C, out)
         return out
     run = launcher(plan, infos["D"].device, infos["D"].kind)
+    if len(kinds) > 1:   # e.g. torch bf16 inputs with a CuPy output: only their addresses are common
+        run.at_addresses(infos["A"].pointer, infos["B"].pointer, infos["C"].pointer, infos["D"].pointer,
+                         alpha, beta)
+        return out
     run(A, B, C, out, alpha, beta)
     if key is not None:
         _ACCEPTED.put(key, (run, plan))

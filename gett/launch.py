@@ -81,16 +81,29 @@ class Launcher:
         descriptors (for the CuPy kind, device addresses as ints serve too). Checks nothing."""
         if self._fn is None:
             return
-        scalars = self._scalars
-        try:
-            alpha, beta = scalars[alpha], scalars[beta]
-        except (KeyError, TypeError):   # a value met for the first time, or unhashable (a 0-d array)
-            alpha, beta = self._scalar(alpha), self._scalar(beta)
         stream = None   # CuPy's current stream
         if self._torch_stream is not None:
             address = self._address
             A, B, C, D = address(A.data_ptr()), address(B.data_ptr()), address(C.data_ptr()), address(D.data_ptr())
             stream = _external_stream(self._torch_stream(self._device), self._device)
+        self._dispatch(A, B, C, D, alpha, beta, stream)
+
+    def at_addresses(self, a: int, b: int, c: int, d: int, alpha, beta) -> None:
+        """Launch on device addresses, for arrays of mixed kinds (e.g. torch bf16 inputs, a CuPy output),
+        on the stream of the launcher's kind."""
+        if self._fn is None:
+            return
+        stream = None if self._torch_stream is None else _external_stream(self._torch_stream(self._device),
+                                                                          self._device)
+        address = self._address
+        self._dispatch(address(a), address(b), address(c), address(d), alpha, beta, stream)
+
+    def _dispatch(self, A, B, C, D, alpha, beta, stream):
+        scalars = self._scalars
+        try:
+            alpha, beta = scalars[alpha], scalars[beta]
+        except (KeyError, TypeError):   # a value met for the first time, or unhashable (a 0-d array)
+            alpha, beta = self._scalar(alpha), self._scalar(beta)
         if self._get_device is not None and self._get_device() != self._device:
             with self._cupy.cuda.Device(self._device):   # the module is loaded in that device's context,
                 self._launch(A, B, C, D, alpha, beta, stream)   # and CuPy's current stream is per device

@@ -9,7 +9,9 @@ import sys
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cases import contractions
-from test_gpu_kernels import PATHS, check, run_case
+from test_gpu_kernels import PATHS, WGMMA_TILES, check, cp, run_case
+
+WGMMA_CASES = 8   # extra f16 contractions through wgmma kernels on an sm_90 GPU
 
 
 def main(count: int) -> int:
@@ -33,7 +35,27 @@ def main(count: int) -> int:
     one()
     print(f"{len(done)} contractions ran: " + ", ".join(
         f"{'-'.join(x or 'default' for x in p)}×{done.count(p)}" for p in paths if p in done))
+    if cp.cuda.Device().compute_capability == "90":
+        print(f"wgmma×{run_wgmma(WGMMA_CASES)}")
     return 0
+
+
+def run_wgmma(count: int) -> int:
+    """Generated f16 contractions through each wgmma tile (swizzled shared tiles, async proxy fences)."""
+    from gett.config import KernelConfig
+    ran = []
+
+    @settings(max_examples=count, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(case=contractions(dtypes=("f16",), out_dtypes={"f16": ("f32",)}, max_elements=20000),
+           seed=st.integers(0, 2**31))
+    def one(case, seed):
+        tile = WGMMA_TILES[len(ran) % len(WGMMA_TILES)]
+        _, got, expect = run_case(case, None, seed, KernelConfig("wgmma", *tile, 64, 3))
+        check(case, got, expect, 2e-3)
+        ran.append(tile)
+    one()
+    return len(ran)
 
 
 if __name__ == "__main__":

@@ -216,3 +216,16 @@ def test_torch_out_that_requires_grad_is_refused_after_cached_calls():
     with pytest.raises(gett.OutputNotWritableError):
         gett.contract(plan, 1.0, A, B, 0.0, leaf)
     assert not leaf.detach().any()
+
+
+def test_lazy_conjugate_torch_views_are_refused():
+    """A torch .conj() view holds the unconjugated values in memory: refused, also after cached calls."""
+    torch = pytest.importorskip("torch")
+    a = torch.randn(8, 9, dtype=torch.complex64, device="cuda")
+    b = torch.randn(9, 7, dtype=torch.complex64, device="cuda")
+    expect = (a @ b).cpu().numpy()
+    np.testing.assert_allclose(gett.einsum("ij,jk->ik", a, b).cpu().numpy(), expect, rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError, match="lazy conjugate"):
+        gett.einsum("ij,jk->ik", a.conj(), b)
+    np.testing.assert_allclose(gett.einsum("ij,jk->ik", a.conj().resolve_conj(), b).cpu().numpy(),
+                               (a.conj() @ b).cpu().numpy(), rtol=1e-4, atol=1e-4)

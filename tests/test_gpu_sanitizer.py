@@ -31,3 +31,6 @@ def test_sanitizer_finds_nothing(tool):
     for path in ("f16-f32", "bf16-f32", "f32-f32-tf32", "f32-f32-3xtf32", "f64-f64", "c64-c64", "c128-c128",
                  "i32-i32", "i64-i64"):
         assert path in out, f"no {path} contraction ran under {tool}"
+    import cupy
+    if cupy.cuda.Device().compute_capability == "90":
+        assert "wgmma×8" in out, out[-2000:]
