@@ -163,6 +163,21 @@ def test_second_device():
     np.testing.assert_allclose(cp.asnumpy(got), a @ b, rtol=1e-12)
 
 
+def test_second_device_torch_and_split_k():
+    """torch tensors on cuda:1 while cuda:0 is current: planned, launched (split-K too) and cached there."""
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("one CUDA device")
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((40, 6000)), rng.standard_normal((6000, 30))
+    A, B = torch.from_numpy(a).to("cuda:1"), torch.from_numpy(b).to("cuda:1")
+    for _ in range(3):   # planned, then cached calls
+        got = gett.einsum("ik,kj->ij", A, B)
+        assert got.device == torch.device("cuda:1")
+        np.testing.assert_allclose(got.cpu().numpy(), a @ b, rtol=1e-10)
+    assert cp.cuda.runtime.getDevice() == 0
+
+
 def test_cached_calls_launch_on_their_own_arrays():
     """Repeated calls take the cached path: each one reads and writes its own arrays."""
     rng = np.random.default_rng(8)
