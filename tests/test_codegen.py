@@ -247,3 +247,4 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert (config(31).bm, config(31).bn) == (192, 128)
     assert (config(33).bm, config(33).bn) == (128, 128)
     assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (128, 256)
+    assert (config(9).bm, config(9).bn) == (96, 128)   # M = 72 in one tile
