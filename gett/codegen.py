@@ -7,7 +7,7 @@ way the epilogue walks — written out as C++ types and constants. The device co
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .config import KernelConfig
 from .modes import GROUPS
@@ -26,7 +26,7 @@ class OperandLayout:
     row_contig: bool    # shared tile [BK][rows] (rows contiguous) instead of [rows][BK]
     vector: int         # elements per access
     is_async: bool      # cp.async (≥ 4 bytes per access) rather than staged through registers
-    step: int = 1       # tile positions between a vector's elements (2nd mode of a box), staged only
+    step: int = 1       # tile positions between a vector's elements (2nd mode of a box)
 
 
 def vector_width(plan, tensor: str, group: str, tile_extent: int) -> tuple:
@@ -69,6 +69,16 @@ def operand_layout(plan, tensor: str, row_group: str, rows: int, bk: int) -> Ope
     v, step = (v_rows, step_rows) if row_contig else (v_k, step_k)
     itemsize = plan.descriptors[tensor].dtype.itemsize
     return OperandLayout(row_contig, v, step == 1 and v * itemsize >= 4, step)
+
+
+def operand_layouts(plan, cfg: KernelConfig) -> tuple:
+    """The layouts of A and B under ``cfg``. On the wgmma path a box's strided vectors of 8 16-bit
+    elements (step 8) are copied asynchronously as whole chunks and transposed in shared memory."""
+    layouts = operand_layout(plan, "A", "M", cfg.bm, cfg.bk), operand_layout(plan, "B", "N", cfg.bn, cfg.bk)
+    if cfg.math != "wgmma":
+        return layouts
+    return tuple(replace(x, is_async=True) if x.step == 8 and x.vector == 8 and plan.descriptors[t].dtype.itemsize == 2
+                 else x for x, t in zip(layouts, "AB"))
 
 
 def epilogue_walk(plan, cfg: KernelConfig) -> tuple:
@@ -153,8 +163,7 @@ def render_kernel(plan, cfg: KernelConfig) -> tuple:
     d = plan.descriptors
     acc = _ACC_CTYPE[plan.compute_type.name]
     ops = plan.ops
-    la = operand_layout(plan, "A", "M", cfg.bm, cfg.bk)
-    lb = operand_layout(plan, "B", "N", cfg.bn, cfg.bk)
+    la, lb = operand_layouts(plan, cfg)
     smem = shared_bytes(plan, cfg, la, lb)
     threads = cfg.threads
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)

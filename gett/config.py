@@ -96,10 +96,9 @@ def _fit(extent: int, choices) -> int:
 
 def _layouts(plan, cfg: KernelConfig) -> tuple:
     """How A and B of the (box-tiled) plan move into shared memory under ``cfg``."""
-    from .codegen import operand_layout
+    from .codegen import operand_layouts
     from .tiling import tile_plan
-    tiled = tile_plan(plan, cfg)
-    return operand_layout(tiled, "A", "M", cfg.bm, cfg.bk), operand_layout(tiled, "B", "N", cfg.bn, cfg.bk)
+    return operand_layouts(tile_plan(plan, cfg), cfg)
 
 
 def _scalar_staging(plan, cfg: KernelConfig) -> int:
@@ -126,7 +125,7 @@ def split_k_for(plan, cfg: KernelConfig) -> int:
     return max(1, min(-(-TARGET_CTAS // tiles), k_tiles // 8, 64))
 
 
-def default_config(plan, arch: str = None) -> KernelConfig:
+def default_config(plan, arch: str | None = None) -> KernelConfig:
     """The heuristic: tile shape from the dtypes, GEMM extents and (when given) the target
     architecture ("sm_90" opens wgmma), then split-K for long, thin work."""
     cfg = _tile_config(plan, arch)
@@ -173,7 +172,7 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
     return cfg
 
 
-def _tile_config(plan, arch: str = None) -> KernelConfig:
+def _tile_config(plan, arch: str | None = None) -> KernelConfig:
     """Tile sizes from the GEMM extents, so skinny dimensions waste little of a tile."""
     path = math_path(plan)
     m, n = plan.m, plan.n

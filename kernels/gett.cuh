@@ -97,6 +97,11 @@ struct Gett {
       cp_async_wait<AHEAD - 1>();
       load_a.transform(sA + (kt % STAGES) * LoadA::STAGE_ELEMS, k_first + kt);
       load_b.transform(sB + (kt % STAGES) * LoadB::STAGE_ELEMS, k_first + kt);
+      if constexpr (LoadA::kTransposes || LoadB::kTransposes) {
+        __syncthreads();   // the blocks hold every thread's copies
+        load_a.template transpose<THREADS / 32>(sA + (kt % STAGES) * LoadA::STAGE_ELEMS, tid / 32, tid % 32);
+        load_b.template transpose<THREADS / 32>(sB + (kt % STAGES) * LoadB::STAGE_ELEMS, tid / 32, tid % 32);
+      }
       if constexpr (Math::kAsyncMath) fence_proxy_async();   // wgmma reads shared memory through the async proxy
       __syncthreads();
       // Refill a stage every thread has finished with (all passed the barrier after their last use).

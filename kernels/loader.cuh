@@ -9,7 +9,9 @@
 // VSTEP > 1 (register-staged only): a vector's elements, consecutive in memory, lie VSTEP positions
 // apart in the tile — the operand's stride-1 mode is the second mode of a box (gett/tiling.py).
 // SWIZZLE128: no padding; the tile is the 128-byte-swizzled layout Hopper's wgmma reads (see
-// swizzled_index), with 16-byte accesses still landing in whole chunks.
+// swizzled_index), with 16-byte accesses still landing in whole chunks. There, strided vectors of
+// 8 16-bit elements with VSTEP 8 (one 8 x 8 block per 64 positions) are copied asynchronously as
+// whole chunks and put in place afterwards by transposing each block in shared memory (transpose()).
 #pragma once
 #include "copy.cuh"
 #include "types.cuh"
@@ -32,7 +34,11 @@ struct TileLoader {
   static constexpr bool kFixedLinePos = THREADS % VPL == 0;          // a thread's position in a line never moves
   static_assert(LINE % V == 0, "tile extent must be a multiple of the vector width");
   static_assert(ASYNC ? sizeof(T) * V >= 4 : true, "cp.async moves at least 4 bytes");
-  static_assert(VSTEP == 1 || (!ASYNC && LINE % (VSTEP * V) == 0), "strided vectors are staged and tile the line");
+  // Async strided vectors land as whole chunks, then each 8 x 8 block of the line is transposed.
+  static constexpr bool kTransposes = ASYNC && VSTEP > 1;
+  static_assert(VSTEP == 1 || LINE % (VSTEP * V) == 0, "strided vectors tile the line");
+  static_assert(!kTransposes || (SWIZZLE128 && VSTEP == 8 && V == 8 && sizeof(T) == 2),
+                "asynchronous strided vectors: 8 x 8 blocks of 16-bit elements in swizzled tiles (stmatrix)");
   static constexpr int LINE_ELEMS = 128 / int(sizeof(T));          // elements per 128-byte line (swizzled)
   static constexpr int CHUNK_ELEMS = 16 / int(sizeof(T));
   static_assert(!SWIZZLE128 || (ROW_CONTIG ? BR % LINE_ELEMS == 0 && BK % 8 == 0 : BK == LINE_ELEMS),
@@ -82,6 +88,29 @@ struct TileLoader {
     return ROW_CONTIG ? kk * LD + r : r * LD + kk;
   }
 
+  // Where strided vector (r, kk) lands before transpose(): chunk (kk % 8) of its 64-position block.
+  __device__ __forceinline__ static int chunk_of(int r, int kk) {
+    return ROW_CONTIG ? smem_index(r - r % 64 + 8 * (r % 8), kk) : smem_index(r, kk - kk % 64 + 8 * (kk % 8));
+  }
+
+  // After every thread's copies landed (a barrier): chunk j of each 64-position block holds element
+  // positions j, j + 8, ..., j + 56; transpose each block in place (ldmatrix.trans, then stmatrix),
+  // so chunk e holds positions 8e ... 8e + 7. A warp moves four blocks at a time.
+  template <int WARPS>
+  __device__ __forceinline__ static void transpose(T* stage, int warp, int lane) {
+    if constexpr (kTransposes) {
+      constexpr int PER_LINE = LINE / 64, ALL = (ROW_CONTIG ? BK : BR) * PER_LINE;
+      static_assert(ALL % 4 == 0, "blocks go four to a warp");
+      for (int first = warp * 4; first < ALL; first += WARPS * 4) {
+        const int block = first + lane / 8, line = block / PER_LINE, at = (block % PER_LINE) * 64 + 8 * (lane % 8);
+        T* row = stage + (ROW_CONTIG ? smem_index(at, line) : smem_index(line, at));
+        unsigned v[4];
+        ldmatrix_x4<true>(v, row);
+        stmatrix_x4(row, v);
+      }
+    }
+  }
+
   // Element `col` of 128-byte line `line`: 16-byte chunk c of line y is stored at chunk c ^ (y % 8),
   // so the 8 lines of a 1024-byte atom spread any chunk column over all banks.
   __device__ __forceinline__ static int swizzled_index(int line, int col) {
@@ -98,7 +127,9 @@ struct TileLoader {
       const long long k = k0 + kk;
       const bool ok = row_ok[i] && k < k_extent;
       const T* src = ok ? base + row_off[i] + KTable::offset(KIndex(k)) : base;
-      if constexpr (ASYNC) {
+      if constexpr (kTransposes) {   // vector j of a block lands as the block's chunk j, for transpose()
+        if (in_tile(i)) cp_async<sizeof(Vector)>(stage + chunk_of(r, kk), src, ok);
+      } else if constexpr (ASYNC) {
         if (in_tile(i)) cp_async<sizeof(Vector)>(stage + smem_index(r, kk), src, ok);
       } else {
         staged_ok[i] = ok;
@@ -119,7 +150,7 @@ struct TileLoader {
         coords(i, r, kk);
         if (!in_tile(i)) continue;
         const bool ok = row_ok[i] && k0 + kk < k_extent;
-        Vector* p = reinterpret_cast<Vector*>(stage + smem_index(r, kk));
+        Vector* p = reinterpret_cast<Vector*>(stage + (kTransposes ? chunk_of(r, kk) : smem_index(r, kk)));
         Vector v = *p;
 #pragma unroll
         for (int e = 0; e < V; ++e) v.v[e] = ok ? convert<T>(Op{}(convert<Acc>(v.v[e]))) : zero<T>();

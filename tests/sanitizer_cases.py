@@ -9,7 +9,7 @@ import sys
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cases import contractions
-from test_gpu_kernels import PATHS, WGMMA_TILES, check, cp, run_case
+from test_gpu_kernels import PATHS, WGMMA_TILES, check, cp, run_case, test_wgmma_box_tiled_tccg_shapes
 
 WGMMA_CASES = 8   # extra f16 contractions through wgmma kernels on an sm_90 GPU
 
@@ -55,6 +55,8 @@ def run_wgmma(count: int) -> int:
         check(case, got, expect, 2e-3)
         ran.append(tile)
     one()
+    # TCCG #28's pattern: A's strided vectors land as whole chunks and are transposed in shared memory
+    test_wgmma_box_tiled_tccg_shapes("abcd-eafb-fdec")
     return len(ran)
 
 
