@@ -95,6 +95,22 @@ def epilogue_walk(plan, cfg: KernelConfig) -> tuple:
     return m_fast, 1, cfg.bm if m_fast else cfg.bn
 
 
+def epilogue_vector(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> int:
+    """Elements per access of a plain epilogue walk (tx = 1): the widest vector along the walked
+    dimension that is contiguous and aligned in both C and D (see vector_width) and splits the tile
+    evenly over the threads; 1 for box walks."""
+    if tx != 1:
+        return 1
+    group, tile = ("M", cfg.bm) if m_fast else ("N", cfg.bn)
+    widths = [vector_width(plan, t, group, tile) for t in "CD"]
+    if any(step != 1 for _, step in widths):
+        return 1
+    v = min(w for w, _ in widths)
+    while v > 1 and (cfg.bm * cfg.bn // v) % cfg.threads:
+        v //= 2
+    return v
+
+
 def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) -> int:
     """Dynamic shared memory of the kernel; mirrors gett::Gett::SMEM_BYTES (the TU static_asserts it)."""
     def stage_elems(layout, rows, itemsize):
@@ -167,6 +183,7 @@ def render_kernel(plan, cfg: KernelConfig) -> tuple:
     smem = shared_bytes(plan, cfg, la, lb)
     threads = cfg.threads
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)
+    epi_v = epilogue_vector(plan, cfg, m_fast, epi_tx)
     offset = "int" if plan.offset_bits == 32 else "long long"
     tables = "\n".join(f"  using {t}{g} = {_table_type(plan, g, t)};"
                        for t, groups in (("A", "MKL"), ("B", "NKL"), ("C", "MNL"), ("D", "MNL"))
@@ -227,7 +244,7 @@ struct Problem {{
 using LoadA = {loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
-using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}>;
+using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 }}  // namespace
 

@@ -18,9 +18,11 @@ namespace gett {
 // whether D's stride-1 mode lies in M (then the epilogue walks m fastest); inside that dimension the
 // walk follows a box of EPI_TX x EPI_TY (EPI_TY along D's stride-1 mode; 1 x BM for a plain walk). With SPLIT > 1 the K tiles
 // are shared out over SPLIT CTAs per output tile, each writing its partial sums to a workspace
-// [SPLIT][L][M][N] that reduce_splits() adds up in a fixed order (deterministic results).
+// [SPLIT][L][M][N] that reduce_splits() adds up in a fixed order (deterministic results). EPI_V > 1
+// (plain walks only): each thread moves EPI_V consecutive elements of C and D, which the planner has
+// checked are contiguous and aligned in both.
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
-          int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT>
+          int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1>
 struct Gett {
   static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
   using Acc = typename P::Acc;
@@ -172,6 +174,10 @@ struct Gett {
     __syncthreads();
     const int rows = (P::M - m0) < BM ? int(P::M - m0) : BM;
     const int cols = (P::N - n0) < BN ? int(P::N - n0) : BN;
+    if constexpr (EPI_V > 1) {
+      store_vectors(tile, row_c, row_d, col_c, col_d, C, D, rows, cols, alpha, beta, read_c, tid);
+      return;
+    }
     // CHUNK elements per thread at a time: their loads of C are all in flight before the first store.
     constexpr int PER_THREAD = BM * BN / THREADS;
     constexpr int CHUNK = PER_THREAD < 8 ? PER_THREAD : 8;
@@ -197,6 +203,39 @@ struct Gett {
         if (read_c) v = v + beta * OpC{}(from_c[u]);
         D[row_d[r[u]] + col_d[c[u]]] = convert<typename P::TD>(OpOut{}(v));
       }
+    }
+  }
+
+  // The plain walk in vectors: EPI_V consecutive elements along the fast dimension are consecutive in
+  // C and D (one offset lookup, one access each). The tile's extents are multiples of EPI_V, so a
+  // vector is wholly inside or wholly outside.
+  __device__ __forceinline__ static void store_vectors(const Acc* tile, const Offset* row_c, const Offset* row_d,
+                                                       const Offset* col_c, const Offset* col_d,
+                                                       const typename P::TC* __restrict__ C,
+                                                       typename P::TD* __restrict__ D, int rows, int cols,
+                                                       Acc alpha, Acc beta, bool read_c, int tid) {
+    static_assert(EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_V == 0, "vectors run along a plain walk");
+    constexpr int FAST = D_M_FAST ? BM : BN;
+    constexpr int PER_THREAD = BM * BN / EPI_V / THREADS;
+    static_assert(BM * BN / EPI_V % THREADS == 0, "epilogue vectors must split evenly");
+    using VC = Vec<typename P::TC, EPI_V>;
+    using VD = Vec<typename P::TD, EPI_V>;
+#pragma unroll 2
+    for (int u = 0; u < PER_THREAD; ++u) {
+      const int e = (tid + u * THREADS) * EPI_V;
+      const int fast = e % FAST, slow = e / FAST;
+      const int r = D_M_FAST ? fast : slow, c = D_M_FAST ? slow : fast;
+      if (r >= rows || c >= cols) continue;
+      VC from_c;
+      if (read_c) from_c = *reinterpret_cast<const VC*>(C + row_c[r] + col_c[c]);
+      VD out;
+#pragma unroll
+      for (int i = 0; i < EPI_V; ++i) {
+        Acc v = alpha * tile[D_M_FAST ? c * EPI_LD + r + i : r * EPI_LD + c + i];
+        if (read_c) v = v + beta * OpC{}(convert<Acc>(from_c.v[i]));
+        out.v[i] = convert<typename P::TD>(OpOut{}(v));
+      }
+      *reinterpret_cast<VD*>(D + row_d[r] + col_d[c]) = out;
     }
   }
 };

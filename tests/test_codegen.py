@@ -248,3 +248,24 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert (config(33).bm, config(33).bn) == (128, 128)
     assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (128, 256)
     assert (config(9).bm, config(9).bn) == (96, 128)   # M = 72 in one tile
+
+
+def test_epilogue_moves_vectors_where_c_and_d_are_contiguous():
+    """A plain walk along D's stride-1 mode stores 16 bytes at a time; a C laid out differently (or an
+    odd extent) keeps it to what both allow."""
+    from gett.codegen import epilogue_vector, epilogue_walk
+    D = gett.TensorDescriptor
+
+    def vector(c_desc, d_desc, m=256, n=256):
+        plan = gett.plan_contraction(D((m, 64), (64, 1), "f16"), "mk", D((64, n), (n, 1), "f16"), "kn",
+                                     c_desc, "mn", D=d_desc)
+        cfg = default_config(plan)
+        m_fast, tx, _ = epilogue_walk(plan, cfg)
+        return epilogue_vector(plan, cfg, m_fast, tx)
+    row_major = D((256, 256), (256, 1), "f16")
+    assert vector(row_major, row_major) == 8
+    assert vector(D((256, 256), (1, 256), "f16"), row_major) == 1          # C walks the other way
+    f32 = D((256, 256), (256, 1), "f32")
+    assert vector(f32, f32) == 4                                           # f32: 16 bytes are 4
+    odd = D((256, 250), (250, 1), "f16")
+    assert vector(odd, odd, n=250) == 2                                    # 250 = 2 x 125
