@@ -4,13 +4,12 @@ from __future__ import annotations
 from .arrays import KINDS, NUMPY, describe, kind_of
 from .errors import DeviceError, OutputNotWritableError, PlanMismatchError
 from .launch import launcher
-from .plan_cache import LRUCache
+from .plan_cache import ACCEPTED as _ACCEPTED
 
-# (id(plan), signatures of A, B, C, D) -> (launcher, plan) of GPU calls that passed every check: a
-# repeated call with arrays of the same kind, shape, strides, dtype, alignment, device (and, for D,
-# writability) skips the checks. The entry holds the plan, so its id names no other plan while it is
-# kept; hashing the plan itself would hash its whole signature on every call.
-_ACCEPTED = LRUCache(4096)
+# _ACCEPTED: (id(plan), signatures of A, B, C, D) -> (launcher, plan) of GPU calls that passed every
+# check: a repeated call with arrays of the same kind, shape, strides, dtype, alignment, device (and, for
+# D, writability) skips the checks. The entry holds the plan, so its id names no other plan while it is
+# kept; hashing the plan itself would hash its whole signature on every call. gett.clear_cache() empties it.
 
 
 def _check(plan, name: str, array, tensor: str):

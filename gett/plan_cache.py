@@ -95,15 +95,21 @@ PLANS = LRUCache(_size_from_environment())      # signature -> ContractionPlan
 EINSUM = LRUCache(_size_from_environment())     # einsum call signature -> compiled einsum program
 
 
+# (id(plan), signatures of A, B, C, D) -> (launcher, plan) of gett.contract calls that passed every check
+ACCEPTED = LRUCache(4096)
+
+
 def cache_info() -> CacheInfo:
     """Hits, misses, size and maximum size of the einsum plan cache (the one behind :func:`gett.einsum`)."""
     return EINSUM.info()
 
 
 def clear_cache() -> None:
-    """Forget every cached einsum plan and contraction plan (compiled kernels stay in the disk cache)."""
+    """Forget every cached einsum plan and contraction plan, and the checked calls of ``gett.contract``
+    (which keep their plans alive); compiled kernels stay in the disk cache."""
     EINSUM.clear()
     PLANS.clear()
+    ACCEPTED.clear()
 
 
 def set_cache_size(n: int) -> None:

@@ -87,6 +87,21 @@ def test_contract_memo_checks_other_arrays_in_full(cupy):
     assert len(cupy.state.launches) == launches   # nothing launched
 
 
+def test_clear_cache_forgets_checked_contract_calls(cupy):
+    """The memo of checked calls holds plans alive: gett.clear_cache() lets them go."""
+    import gc
+    import weakref
+    A, B, C = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
+    plan = gett.plan_contraction(A, "ij", B, "jk", C, "ik")
+    gett.contract(plan, 1.0, A, B, 0.0, C, cupy.ndarray((16, 4)))
+    assert _accepted_calls().size >= 1
+    ref = weakref.ref(plan)
+    del plan
+    gett.clear_cache()
+    gc.collect()
+    assert _accepted_calls().size == 0 and ref() is None
+
+
 def test_contract_arrays_on_another_device_are_refused(cupy):
     cupy.state.count = 2
     A, B, C = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
