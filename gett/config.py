@@ -30,6 +30,11 @@ class KernelConfig:
     split_k: int = 1     # CTAs sharing one output tile's K range (partials reduced deterministically)
 
     @property
+    def min_stages(self) -> int:
+        """wgmma keeps one tile's MMAs in flight, so it needs a stage more than the others to load into."""
+        return 3 if self.math == "wgmma" else 2
+
+    @property
     def threads(self) -> int:
         if self.math == "wgmma":
             return 128 * (self.bm // 64)
@@ -40,8 +45,8 @@ class KernelConfig:
     def validate(self) -> None:
         if self.math not in MATH_PATHS:
             raise ValueError(f"unknown math path {self.math!r}; choose from {MATH_PATHS}")
-        if self.stages < 2:
-            raise ValueError(f"stages must be ≥ 2, got {self.stages}")
+        if self.stages < self.min_stages:
+            raise ValueError(f"{self.math} needs at least {self.min_stages} stages, got {self.stages}")
         if self.split_k < 1:
             raise ValueError(f"split_k must be ≥ 1, got {self.split_k}")
         if self.math == "wgmma":
@@ -49,8 +54,6 @@ class KernelConfig:
                 raise ValueError(f"wgmma tile {self.bm}x{self.bn}x{self.bk}: bm must be 64 or 128 (one or two "
                                  f"warpgroups; more spill), "
                                  f"bn one of {WGMMA_N}, bk 64 (one 128-byte swizzle line of f16)")
-            if self.stages < 3:   # one tile's MMAs stay in flight: two stages would leave none to load into
-                raise ValueError(f"wgmma needs at least 3 stages, got {self.stages}")
             if self.bm == 64 and self.bn == 256:   # one warpgroup: 128 accumulators plus its loads spill
                 raise ValueError("wgmma tile 64x256: 128 accumulators plus the loads spill; use 128x256")
         elif self.math == "simt":
@@ -132,9 +135,10 @@ def default_config(plan, arch: str | None = None) -> KernelConfig:
     return replace(cfg, split_k=split_k_for(plan, cfg))
 
 
-def has_wgmma(arch: str) -> bool:
+def has_wgmma(arch: str | None) -> bool:
     """Hopper (sm_90) is the one architecture with warpgroup MMA."""
-    return arch is not None and "".join(ch for ch in str(arch) if ch.isdigit()) == "90"
+    from .kernel import arch_number  # gett.kernel imports this module
+    return arch is not None and arch_number(arch) == 90
 
 
 def _wgmma_tile(plan):

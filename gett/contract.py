@@ -6,10 +6,7 @@ from .errors import DeviceError, OutputNotWritableError, PlanMismatchError
 from .launch import launcher
 from .plan_cache import ACCEPTED as _ACCEPTED
 
-# _ACCEPTED: (id(plan), signatures of A, B, C, D) -> (launcher, plan) of GPU calls that passed every
-# check: a repeated call with arrays of the same kind, shape, strides, dtype, alignment, device (and, for
-# D, writability) skips the checks. The entry holds the plan, so its id names no other plan while it is
-# kept; hashing the plan itself would hash its whole signature on every call. gett.clear_cache() empties it.
+# _ACCEPTED holds the calls that passed every check (see gett.plan_cache); gett.clear_cache() empties it.
 
 
 def _check(plan, name: str, array, tensor: str):

@@ -12,10 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from .codegen import KERNEL_NAME, render_kernel
-from .config import KernelConfig, default_config
+from .config import KernelConfig, default_config, has_wgmma
 from .errors import DeviceError
-from .tiling import tile_plan
 from .nvrtc import ResourceUsage
+from .tiling import tile_plan
 
 # Dynamic shared memory a CTA may opt into, per compute capability (CUDA programming guide).
 _MAX_SHARED = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
@@ -63,7 +63,7 @@ def current_arch() -> str:
 def compile_arch(arch: str, cfg: KernelConfig) -> str:
     """The target NVRTC compiles for: wgmma exists only on sm_90a, whose cubins run on every sm_90 GPU."""
     if cfg.math == "wgmma":
-        if arch_number(arch) != 90:
+        if not has_wgmma(arch):
             raise DeviceError(f"configuration {cfg.key()} uses wgmma, which only sm_90 (Hopper) has; got {arch}")
         return "sm_90a"
     return arch
@@ -126,7 +126,7 @@ def kernel_source(plan, arch: str, config: KernelConfig = None) -> KernelSource:
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
     tiled = tile_plan(plan, cfg)
     source, smem, threads = render_kernel(tiled, cfg)
-    while smem > limit and cfg.stages > (3 if cfg.math == "wgmma" else 2):
+    while smem > limit and cfg.stages > cfg.min_stages:
         cfg = KernelConfig(**{**cfg.__dict__, "stages": cfg.stages - 1})
         source, smem, threads = render_kernel(tiled, cfg)
     if smem > limit and tuned:   # a database entry that doesn't fit here must not break the plan

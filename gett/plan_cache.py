@@ -95,7 +95,10 @@ PLANS = LRUCache(_size_from_environment())      # signature -> ContractionPlan
 EINSUM = LRUCache(_size_from_environment())     # einsum call signature -> compiled einsum program
 
 
-# (id(plan), signatures of A, B, C, D) -> (launcher, plan) of gett.contract calls that passed every check
+# (id(plan), signatures of A, B, C, D) -> (launcher, plan) of gett.contract's GPU calls that passed every
+# check: a repeated call with arrays of the same kind, shape, strides, dtype, alignment, device (and, for
+# D, writability) skips the checks. The entry holds the plan, so its id names no other plan while it is
+# kept; hashing the plan itself would hash its whole signature on every call.
 ACCEPTED = LRUCache(4096)
 
 

@@ -6,8 +6,9 @@
 // 16-byte alignment and spreads ldmatrix rows over all banks. ASYNC loaders use cp.async (4/8/16-byte
 // copies, zero-filled out of range) and apply an elementwise op in place once their copies landed
 // (transform); the others stage through registers, for 2-byte scalars, applying the op on the way.
-// VSTEP > 1 (register-staged only): a vector's elements, consecutive in memory, lie VSTEP positions
-// apart in the tile — the operand's stride-1 mode is the second mode of a box (gett/tiling.py).
+// VSTEP > 1: a vector's elements, consecutive in memory, lie VSTEP positions apart in the tile — the
+// operand's stride-1 mode is the second mode of a box (gett/tiling.py); staged through registers,
+// except in swizzled tiles (below).
 // SWIZZLE128: no padding; the tile is the 128-byte-swizzled layout Hopper's wgmma reads (see
 // swizzled_index), with 16-byte accesses still landing in whole chunks. There, strided vectors of
 // 8 16-bit elements with VSTEP 8 (one 8 x 8 block per 64 positions) are copied asynchronously as
@@ -88,9 +89,12 @@ struct TileLoader {
     return ROW_CONTIG ? kk * LD + r : r * LD + kk;
   }
 
-  // Where strided vector (r, kk) lands before transpose(): chunk (kk % 8) of its 64-position block.
-  __device__ __forceinline__ static int chunk_of(int r, int kk) {
-    return ROW_CONTIG ? smem_index(r - r % 64 + 8 * (r % 8), kk) : smem_index(r, kk - kk % 64 + 8 * (kk % 8));
+  // Where an asynchronous copy of the vector starting at (r, kk) lands: its own place, or for strided
+  // vectors (before transpose()) chunk (position % 8) of its 64-position block.
+  __device__ __forceinline__ static int landing_index(int r, int kk) {
+    if constexpr (kTransposes)
+      return ROW_CONTIG ? smem_index(r - r % 64 + 8 * (r % 8), kk) : smem_index(r, kk - kk % 64 + 8 * (kk % 8));
+    return smem_index(r, kk);
   }
 
   // After every thread's copies landed (a barrier): chunk j of each 64-position block holds element
@@ -127,10 +131,8 @@ struct TileLoader {
       const long long k = k0 + kk;
       const bool ok = row_ok[i] && k < k_extent;
       const T* src = ok ? base + row_off[i] + KTable::offset(KIndex(k)) : base;
-      if constexpr (kTransposes) {   // vector j of a block lands as the block's chunk j, for transpose()
-        if (in_tile(i)) cp_async<sizeof(Vector)>(stage + chunk_of(r, kk), src, ok);
-      } else if constexpr (ASYNC) {
-        if (in_tile(i)) cp_async<sizeof(Vector)>(stage + smem_index(r, kk), src, ok);
+      if constexpr (ASYNC) {
+        if (in_tile(i)) cp_async<sizeof(Vector)>(stage + landing_index(r, kk), src, ok);
       } else {
         staged_ok[i] = ok;
         if (ok) staged[i] = *reinterpret_cast<const Vector*>(src);
@@ -150,7 +152,7 @@ struct TileLoader {
         coords(i, r, kk);
         if (!in_tile(i)) continue;
         const bool ok = row_ok[i] && k0 + kk < k_extent;
-        Vector* p = reinterpret_cast<Vector*>(stage + (kTransposes ? chunk_of(r, kk) : smem_index(r, kk)));
+        Vector* p = reinterpret_cast<Vector*>(stage + landing_index(r, kk));
         Vector v = *p;
 #pragma unroll
         for (int e = 0; e < V; ++e) v.v[e] = ok ? convert<T>(Op{}(convert<Acc>(v.v[e]))) : zero<T>();
