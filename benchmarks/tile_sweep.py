@@ -32,6 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="12,20,28")
     ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS))
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--leaky", action="store_true",
+                    help="time the fusion benchmark's work instead: leaky ReLU on A, B and C, beta = 1")
     args = ap.parse_args(argv)
     try:
         import cupy
@@ -43,25 +45,31 @@ def main(argv=None) -> int:
     import gett
     from gett.config import default_config
     from gett.kernel import current_arch
-    from tccg_suite.data import make_buffers, reference, relative_error
+    from tccg_suite.data import Buffers, make_buffers, reference, relative_error
     from tccg_suite.suite import parse_ids, select
     from tccg_suite.timing import median_ms
     configs = [parse_config(c) for c in args.configs.split(",") if c]
+    beta = 1.0 if args.leaky else 0.0
+    ops = {}
+    if args.leaky:
+        from fusion import leaky_f64, leaky_op
+        ops = dict(op_a=leaky_op(), op_b=leaky_op(), op_c=leaky_op())
     for c in select(parse_ids(args.only)):
         buf = make_buffers(c, numpy.float16, seed=1)
-        ref = reference(c, buf, 1.0, 0.0)
-        roof_us = max(c.flops / 800e12, c.min_bytes(2, 2, False) / 3.0e12) * 1e6
-        base = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=0)
+        ref = reference(c, Buffers(*(leaky_f64(x) for x in (buf.A, buf.B, buf.C)), None) if ops else buf, 1.0, beta)
+        roof_us = max(c.flops / 800e12, c.min_bytes(2, 2, bool(beta)) / 3.0e12) * 1e6
+        base = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=beta,
+                                     **ops)
         print(f"#{c.id} {c.notation}  M×N×K {c.m}×{c.n}×{c.k}  roofline {roof_us:.1f} µs  "
               f"heuristic {default_config(base, current_arch()).key()}")
         for cfg in [None] + configs:
             try:
                 plan = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"),
-                                             beta=0, config=cfg)
+                                             beta=beta, config=cfg, **ops)
                 buf.D.fill(numpy.nan)
-                gett.contract(plan, 1.0, buf.A, buf.B, 0.0, buf.C, buf.D)
+                gett.contract(plan, 1.0, buf.A, buf.B, beta, buf.C, buf.D)
                 err = relative_error(buf.D, ref)
-                ms = median_ms(lambda i: gett.contract(plan, 1.0, buf.A, buf.B, 0.0, buf.C, buf.D), runs=args.runs)
+                ms = median_ms(lambda i: gett.contract(plan, 1.0, buf.A, buf.B, beta, buf.C, buf.D), runs=args.runs)
                 r = plan.kernel_report
                 print(f"  {(cfg.key() if cfg else 'heuristic'):44s} {ms * 1e3:9.1f} µs  {roof_us / (ms * 1e3):5.1%}"
                       f"  err {err:.1e}  regs {r.registers} smem {r.shared_bytes}")

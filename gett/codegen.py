@@ -71,14 +71,25 @@ def operand_layout(plan, tensor: str, row_group: str, rows: int, bk: int) -> Ope
     return OperandLayout(row_contig, v, step == 1 and v * itemsize >= 4, step)
 
 
-def operand_layouts(plan, cfg: KernelConfig) -> tuple:
+def operand_layouts(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
     """The layouts of A and B under ``cfg``. On the wgmma path a box's strided vectors of 8 16-bit
-    elements (step 8) are copied asynchronously as whole chunks and transposed in shared memory."""
+    elements (step 8) are copied asynchronously as whole chunks and transposed in shared memory; and
+    (with ``stage_ops``) of the operands with an op, the one with the larger tile (B on a tie) is
+    staged through registers, the op applied on the way, rather than copied and then transformed in
+    place, which adds a shared-memory read and write of every element to the traffic that bounds
+    those kernels. One only: a second spills the 128 x 256 tile, and measured no faster on 128 x 128
+    (TCCG #12, #15, #20, #21, H100, 2026-11-22). With 4 stages or more only: then the staged tile
+    waits an iteration in registers (kernels/gett.cuh, LAG); with 3 its load latency is exposed."""
     layouts = operand_layout(plan, "A", "M", cfg.bm, cfg.bk), operand_layout(plan, "B", "N", cfg.bn, cfg.bk)
     if cfg.math != "wgmma":
         return layouts
-    return tuple(replace(x, is_async=True) if x.step == 8 and x.vector == 8 and plan.descriptors[t].dtype.itemsize == 2
-                 else x for x, t in zip(layouts, "AB"))
+    layouts = tuple(replace(x, is_async=True) if x.step == 8 and x.vector == 8 and plan.descriptors[t].dtype.itemsize == 2
+                    else x for x, t in zip(layouts, "AB"))
+    ops = plan.ops.op_a, plan.ops.op_b
+    order = (1, 0) if cfg.bn >= cfg.bm else (0, 1)
+    staged = next((i for i in order if stage_ops and cfg.stages >= 4 and ops[i] is not None
+                   and layouts[i].is_async and layouts[i].step == 1), None)
+    return tuple(replace(x, is_async=False) if i == staged else x for i, x in enumerate(layouts))
 
 
 def epilogue_walk(plan, cfg: KernelConfig) -> tuple:
@@ -173,13 +184,14 @@ def _semiring(plan, acc: str) -> str:
     return "\n".join(parts)
 
 
-def render_kernel(plan, cfg: KernelConfig) -> tuple:
-    """Return (source, shared_bytes, threads) of the translation unit for ``plan`` under ``cfg``."""
+def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
+    """Return (source, shared_bytes, threads) of the translation unit for ``plan`` under ``cfg``
+    (``stage_ops``: see :func:`operand_layouts`)."""
     cfg.validate()
     d = plan.descriptors
     acc = _ACC_CTYPE[plan.compute_type.name]
     ops = plan.ops
-    la, lb = operand_layouts(plan, cfg)
+    la, lb = operand_layouts(plan, cfg, stage_ops)
     smem = shared_bytes(plan, cfg, la, lb)
     threads = cfg.threads
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)

@@ -98,10 +98,11 @@ def _fit(extent: int, choices) -> int:
 
 
 def _layouts(plan, cfg: KernelConfig) -> tuple:
-    """How A and B of the (box-tiled) plan move into shared memory under ``cfg``."""
+    """How A and B of the (box-tiled) plan move into shared memory under ``cfg``, leaving out the
+    staging of an operand for its op (the tile choices below are about the shape and strides)."""
     from .codegen import operand_layouts
     from .tiling import tile_plan
-    return operand_layouts(tile_plan(plan, cfg), cfg)
+    return operand_layouts(tile_plan(plan, cfg), cfg, stage_ops=False)
 
 
 def _scalar_staging(plan, cfg: KernelConfig) -> int:

@@ -112,11 +112,18 @@ class KernelSource:
 
 
 def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel:
-    """Compile ``plan``'s kernel for ``arch`` (see :func:`kernel_source` for the configuration chosen)."""
-    return compile_source(kernel_source(plan, arch, config), arch)
+    """Compile ``plan``'s kernel for ``arch`` (see :func:`kernel_source` for the configuration chosen).
+    Where staging an operand through registers for its op makes the kernel spill, the op is applied in
+    shared memory instead (:func:`gett.codegen.operand_layouts`)."""
+    kernel = compile_source(kernel_source(plan, arch, config), arch)
+    if kernel.report.spill_stores or kernel.report.spill_loads:
+        unstaged = kernel_source(plan, arch, config, stage_ops=False)
+        if unstaged.source != kernel.source:
+            kernel = compile_source(unstaged, arch)
+    return kernel
 
 
-def kernel_source(plan, arch: str, config: KernelConfig = None) -> KernelSource:
+def kernel_source(plan, arch: str, config: KernelConfig = None, stage_ops: bool = True) -> KernelSource:
     """Render ``plan``'s kernel for ``arch`` with the first of: ``config``, the plan's override, the plan
     database's entry (:func:`gett.plan_db.lookup`), the heuristic; lowering the pipeline depth until the
     shared memory fits the architecture."""
@@ -125,13 +132,13 @@ def kernel_source(plan, arch: str, config: KernelConfig = None) -> KernelSource:
     cfg = config or plan.config_override or tuned or default_config(plan, arch)
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
     tiled = tile_plan(plan, cfg)
-    source, smem, threads = render_kernel(tiled, cfg)
+    source, smem, threads = render_kernel(tiled, cfg, stage_ops)
     while smem > limit and cfg.stages > cfg.min_stages:
         cfg = KernelConfig(**{**cfg.__dict__, "stages": cfg.stages - 1})
-        source, smem, threads = render_kernel(tiled, cfg)
+        source, smem, threads = render_kernel(tiled, cfg, stage_ops)
     if smem > limit and tuned:   # a database entry that doesn't fit here must not break the plan
         warnings.warn(f"gett: tuned configuration {tuned.key()} does not fit {arch}; using the heuristic")
-        return kernel_source(plan, arch, default_config(plan, arch))
+        return kernel_source(plan, arch, default_config(plan, arch), stage_ops)
     if smem > limit:
         raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
     return KernelSource(f"// device headers {headers_digest()}\n{source}", f"gett_{cfg.key()}.cu", cfg, smem,

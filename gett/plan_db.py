@@ -40,6 +40,7 @@ from pathlib import Path
 
 from .config import KernelConfig
 from .modes import GROUPS
+from .ops_spec import UNARY_ROLES
 
 __all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "plan_key", "record",
            "shipped_dir", "shipped_path", "user_path"]
@@ -98,8 +99,9 @@ def _stride_class(s: int):
     return s if s in (0, 1, -1) else ("+" if s > 0 else "-")
 
 
-def _signature(plan, arch, exact: bool) -> dict:
-    """The json-able description a key hashes; without ``exact``, extents and stride magnitudes are left out."""
+def _signature(plan, arch, exact: bool, unary_ops: bool = True) -> dict:
+    """The json-able description a key hashes; without ``exact``, extents and stride magnitudes are left out;
+    without ``unary_ops``, the plan's elementwise ops on A, B, C and the output are (the semiring stays)."""
     d = plan.descriptors
     tables = {}
     for g in GROUPS:
@@ -107,7 +109,8 @@ def _signature(plan, arch, exact: bool) -> dict:
         strides = {x: [s if exact else _stride_class(s) for s in t.strides_of(x)] for x in _TENSORS}
         tables[g] = {"extents": list(t.extents) if exact else len(t.extents), "strides": strides}
     return {"format": FORMAT, "arch": _arch(arch), "dtypes": [d[x].dtype.name for x in _TENSORS],
-            "compute": plan.compute_type.name, "ops": list(plan.ops.key),
+            "compute": plan.compute_type.name,
+            "ops": list(plan.ops.key) if unary_ops else [None] * len(UNARY_ROLES) + list(plan.ops.key[len(UNARY_ROLES):]),
             "alignment": [d[x].alignment for x in _TENSORS], "tables": tables}
 
 
@@ -115,14 +118,14 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def plan_key(plan, arch) -> str:
+def plan_key(plan, arch, unary_ops: bool = True) -> str:
     """The exact key of ``plan`` on ``arch``: stable across processes, machines and Python versions."""
-    return _digest(_signature(plan, arch, exact=True))
+    return _digest(_signature(plan, arch, exact=True, unary_ops=unary_ops))
 
 
-def family_key(plan, arch) -> str:
+def family_key(plan, arch, unary_ops: bool = True) -> str:
     """The key of ``plan``'s family: plans that differ only in extents (and stride magnitudes)."""
-    return _digest(_signature(plan, arch, exact=False))
+    return _digest(_signature(plan, arch, exact=False, unary_ops=unary_ops))
 
 
 def _gemm(plan) -> tuple:
@@ -233,16 +236,25 @@ def _distance(a: tuple, b: tuple) -> float:
 
 def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     """The tuned configuration of ``plan`` on ``arch``: its own entry, else (unless ``exact``) the nearest
-    entry of its family within a factor of 2 in M, N, K and batch (module docstring); None without one."""
+    entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
+    elementwise ops the same two look-ups for the plan without them (an op changes the work per element
+    loaded, not which tile suits the shape); None without one."""
     arch = _arch(arch)
     entries, families = _database(arch)
     hit = entries.get(plan_key(plan, arch))
     if hit is not None or exact:
         return None if hit is None else hit.config
     gemm = _gemm(plan)
-    near = [(_distance(e.gemm, gemm), key, e) for key, e in families.get(family_key(plan, arch), ())
-            if _within_2x(e.gemm, gemm)]
-    return min(near, key=lambda x: x[:2])[2].config if near else None
+
+    def nearest(unary_ops: bool):
+        near = [(_distance(e.gemm, gemm), key, e) for key, e in families.get(family_key(plan, arch, unary_ops), ())
+                if _within_2x(e.gemm, gemm)]
+        return min(near, key=lambda x: x[:2])[2].config if near else None
+    config = nearest(unary_ops=True)
+    if config is None and any(getattr(plan.ops, r) is not None for r in UNARY_ROLES):
+        hit = entries.get(plan_key(plan, arch, unary_ops=False))
+        config = hit.config if hit is not None else nearest(unary_ops=False)
+    return config
 
 
 @contextlib.contextmanager

@@ -82,16 +82,25 @@ struct Gett {
     const int k_rest = k_tiles_all - k_first;
     const int k_tiles = k_rest < k_tiles_per_split ? (k_rest > 0 ? k_rest : 0) : k_tiles_per_split;
     // Asynchronous math (wgmma) keeps one tile's MMAs in flight across the barrier, so a stage is
-    // free again only two iterations after its MMAs began: one tile fewer is loaded ahead.
-    constexpr int AHEAD = STAGES - 1 - (Math::kAsyncMath ? 1 : 0);
+    // free again only two iterations after its MMAs began: cp.async loads one tile fewer ahead.
+    // Issuing wgmma takes no time, so a register-staged tile waits a whole iteration in registers
+    // before it is stored, or its load latency is exposed: it lands in shared memory LAG tiles after
+    // its loads (that lag is the slack wgmma needs, where no operand is copied asynchronously).
+    constexpr bool kAnyAsync = LoadA::kAsync || LoadB::kAsync;
+    constexpr int AHEAD = STAGES - 1 - (Math::kAsyncMath && kAnyAsync ? 1 : 0);
     static_assert(AHEAD >= 1, "the pipeline must load at least one tile ahead");
+    constexpr int LAG = Math::kAsyncMath && !(LoadA::kAsync && LoadB::kAsync) && AHEAD >= 2 ? 1 : 0;
+    static_assert(!Math::kAsyncMath || kAnyAsync || LAG, "wgmma with register-staged tiles needs 3 stages");
+    auto store_tile = [&](int t) {
+      load_a.store(sA + (t % STAGES) * LoadA::STAGE_ELEMS);
+      load_b.store(sB + (t % STAGES) * LoadB::STAGE_ELEMS);
+    };
 #pragma unroll
     for (int s = 0; s < AHEAD; ++s) {
       if (s < k_tiles) {
         load_a.issue(sA + s * LoadA::STAGE_ELEMS, k_first + s);
         load_b.issue(sB + s * LoadB::STAGE_ELEMS, k_first + s);
-        load_a.store(sA + s * LoadA::STAGE_ELEMS);
-        load_b.store(sB + s * LoadB::STAGE_ELEMS);
+        if (s < AHEAD - LAG) store_tile(s);
       }
       cp_async_commit();
     }
@@ -125,13 +134,13 @@ struct Gett {
       math.compute(sA + stage * LoadA::STAGE_ELEMS, sB + stage * LoadB::STAGE_ELEMS,
                    k_left < BK ? int(k_left) : BK);
       if constexpr (Math::kAsyncMath) {
+        // The tile held in registers since the last iteration goes to its stage (whose MMAs were
+        // waited for in an earlier iteration), before the registers take the next tile's loads.
+        if (LAG && next - LAG < k_tiles) store_tile(next - LAG);
         refill();
         math.template wait<1>();
       }
-      if (next < k_tiles) {
-        load_a.store(sA + next_stage * LoadA::STAGE_ELEMS);
-        load_b.store(sB + next_stage * LoadB::STAGE_ELEMS);
-      }
+      if (!LAG && next < k_tiles) store_tile(next);
     }
     if constexpr (Math::kAsyncMath) math.template wait<0>();
     cp_async_wait<0>();

@@ -24,6 +24,7 @@ template <class T, class Acc, class Offset, class RowIndex, class KIndex, class 
           bool SWIZZLE128 = false>
 struct TileLoader {
   static constexpr bool kRowContig = ROW_CONTIG;
+  static constexpr bool kAsync = ASYNC;
   static constexpr bool kSwizzle128 = SWIZZLE128;
   static constexpr int PAD = SWIZZLE128 ? 0 : (16 / int(sizeof(T))) > 0 ? 16 / int(sizeof(T)) : 1;
   static constexpr int LD = ROW_CONTIG ? BR + PAD : BK + PAD;        // elements between shared rows
@@ -153,10 +154,7 @@ struct TileLoader {
         if (!in_tile(i)) continue;
         const bool ok = row_ok[i] && k0 + kk < k_extent;
         Vector* p = reinterpret_cast<Vector*>(stage + landing_index(r, kk));
-        Vector v = *p;
-#pragma unroll
-        for (int e = 0; e < V; ++e) v.v[e] = ok ? convert<T>(Op{}(convert<Acc>(v.v[e]))) : zero<T>();
-        *p = v;
+        *p = apply_op<Acc, Op>(*p, ok);
       }
     }
   }
@@ -170,15 +168,7 @@ struct TileLoader {
         int r, kk;
         coords(i, r, kk);
         if (!in_tile(i)) continue;
-        Vector out;
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          if constexpr (Op::is_identity) {
-            out.v[e] = staged_ok[i] ? staged[i].v[e] : zero<T>();
-          } else {
-            out.v[e] = staged_ok[i] ? convert<T>(Op{}(convert<Acc>(staged[i].v[e]))) : zero<T>();
-          }
-        }
+        const Vector out = apply_op<Acc, Op>(staged[i], staged_ok[i]);
         if constexpr (VSTEP == 1) {
           *reinterpret_cast<Vector*>(stage + smem_index(r, kk)) = out;
         } else {

@@ -49,12 +49,51 @@ template <> __device__ __forceinline__ complex<double> zero<complex<double>>() {
 template <> __device__ __forceinline__ int zero<int>() { return 0; }
 template <> __device__ __forceinline__ long long zero<long long>() { return 0; }
 
-// The elementwise op that does nothing; the loaders skip it entirely.
+// The elementwise op that does nothing; apply_op passes values through untouched.
 struct Identity {
   static constexpr bool is_identity = true;
   template <class T>
   __device__ __forceinline__ T operator()(T x) const { return x; }
 };
+
+// Op applied to each element of a vector in the compute type Acc and rounded back to T; zeros instead
+// where !keep (out-of-range elements, since op(0) need not be 0). 16-bit floats computed in float
+// convert a pair at a time (same rounding, half the instructions), and !keep clears whole words.
+template <class A, class B> struct SameType { static constexpr bool value = false; };
+template <class A> struct SameType<A, A> { static constexpr bool value = true; };
+
+template <class Acc, class Op, class T, int V>
+__device__ __forceinline__ Vec<T, V> apply_op(const Vec<T, V>& x, bool keep) {
+  Vec<T, V> out;
+  constexpr bool kHalfPairs = SameType<T, __half>::value && SameType<Acc, float>::value && V % 2 == 0;
+  constexpr bool kBf16Pairs = SameType<T, __nv_bfloat16>::value && SameType<Acc, float>::value && V % 2 == 0;
+  if constexpr (Op::is_identity) {
+    out = x;
+  } else if constexpr (kHalfPairs || kBf16Pairs) {
+#pragma unroll
+    for (int e = 0; e < V; e += 2) {
+      if constexpr (kHalfPairs) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&x.v[e]));
+        *reinterpret_cast<__half2*>(&out.v[e]) = __floats2half2_rn(Op{}(f.x), Op{}(f.y));
+      } else {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.v[e]));
+        *reinterpret_cast<__nv_bfloat162*>(&out.v[e]) = __floats2bfloat162_rn(Op{}(f.x), Op{}(f.y));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) out.v[e] = convert<T>(Op{}(convert<Acc>(x.v[e])));
+  }
+  if constexpr (sizeof(out) % 4 == 0) {
+    unsigned* w = reinterpret_cast<unsigned*>(&out);
+#pragma unroll
+    for (int i = 0; i < int(sizeof(out) / 4); ++i) w[i] = keep ? w[i] : 0u;   // 0 bits are 0 in every type
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) out.v[e] = keep ? out.v[e] : zero<T>();
+  }
+  return out;
+}
 
 // Ordinary (+, ×): zero-filled padding contributes nothing, so no masking along K is needed.
 struct PlusTimes {

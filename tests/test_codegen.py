@@ -205,6 +205,35 @@ def test_wgmma_kernels_compile_for_sm90a(layout, dtype, out):
         assert "gett::WgmmaMath<" in k.source and ", true>;" in k.source   # swizzled loaders
 
 
+def test_wgmma_stages_one_operand_with_an_op_through_registers():
+    """With ops on the wgmma path, the operand with the larger tile (B on a tie) is staged through
+    registers with its op; the other is copied asynchronously and transformed in place. mma.sync keeps
+    both asynchronous. Where the staging spills (the 128 x 256 tile with partial K tiles here),
+    build_kernel applies the op in shared memory instead; with whole tiles it keeps the staging."""
+    from gett.codegen import operand_layouts
+    from gett.config import KernelConfig
+    leaky = gett.ops.leaky_relu(0.01)
+    a, b, c = descriptors(300, 300, 300, "f16", "f32", "k-contig")
+
+    def staged(cfg, **ops):
+        plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn", **ops)
+        return "".join(t for t, x in zip("AB", operand_layouts(plan, cfg)) if not x.is_async)
+    big, tall = KernelConfig("wgmma", 128, 256, 64, 4), KernelConfig("wgmma", 128, 64, 64, 4)
+    assert staged(KernelConfig("wgmma", 128, 256, 64, 3), op_b=leaky) == ""   # no slack to hide the loads
+    assert staged(big) == "" and staged(big, op_a=leaky) == "A" and staged(big, op_b=leaky) == "B"
+    assert staged(big, op_a=leaky, op_b=leaky) == "B" and staged(tall, op_a=leaky, op_b=leaky) == "A"
+    assert staged(KernelConfig("wgmma", 128, 128, 64, 4), op_a=leaky, op_b=leaky) == "B"
+    assert staged(KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32), op_a=leaky, op_b=leaky) == ""
+    assert staged(big, op_c=leaky) == ""
+    for m, k_extent, staging in ((300, 300, False), (1024, 1024, True)):
+        a, b, c = (gett.TensorDescriptor((m, k_extent), (k_extent, 1), "f16"),
+                   gett.TensorDescriptor((k_extent, m), (1, k_extent), "f16"), gett.TensorDescriptor((m, m), (m, 1), "f32"))
+        plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn", op_a=leaky, op_b=leaky, op_c=leaky)
+        k = build_kernel(plan, "sm_90", big)
+        assert k.report.spill_stores == 0 and k.report.spill_loads == 0, k.report
+        assert (", false, 1, true>;" in k.source) == staging   # B's loader: vectors not asynchronous
+
+
 def test_wgmma_configurations_are_checked():
     from gett.config import KernelConfig
     for bad in (KernelConfig("wgmma", 96, 128, 64, 3), KernelConfig("wgmma", 128, 96, 64, 3),

@@ -123,8 +123,11 @@ def test_wgmma_random_contractions(dtype):
 
 @pytest.mark.parametrize("a_modes,b_modes", [("mk", "kn"), ("km", "nk"), ("mk", "nk"), ("km", "kn")])
 @pytest.mark.parametrize("tile", [(128, 128), (128, 256)])
-def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile):
-    """Many K tiles through the pipeline, partial M/N/K tiles, K- and MN-major operands, an op on A."""
+@pytest.mark.parametrize("ops,stages", [("a", 3), ("ab", 4)])
+def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile, ops, stages):
+    """Many K tiles through the pipeline, partial M/N/K tiles, K- and MN-major operands, ops on A (3
+    stages: transformed in shared memory) or on A and B (4 stages: B staged through registers and
+    stored an iteration after its loads, A transformed in shared memory)."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("wgmma needs an sm_90 GPU")
     from gett.config import KernelConfig
@@ -134,12 +137,15 @@ def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile):
     b = random_values(rng, 270 * 1000, "f16").reshape([ext[c] for c in b_modes])
     A, B = cp.asarray(a.astype(np.float16)), cp.asarray(b.astype(np.float16))
     D = cp.full((300, 270), np.nan, dtype=cp.float32)
-    plan = gett.plan_contraction(A, a_modes, B, b_modes, D, "mn", config=KernelConfig("wgmma", *tile, 64, 3),
-                                 op_a=lambda x: x if x > 0 else 0.1 * x)
+    leaky = {"op_a": lambda x: x if x > 0 else 0.1 * x, "op_b": lambda x: x if x > 0 else 0.25 * x}
+    plan = gett.plan_contraction(A, a_modes, B, b_modes, D, "mn", config=KernelConfig("wgmma", *tile, 64, stages),
+                                 **{f"op_{t}": leaky[f"op_{t}"] for t in ops})
     gett.contract(plan, 1.5, A, B, 0.0, D)
-    a64 = cp.asnumpy(A).astype(np.float64)
+    a64, b64 = cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64)
     a64 = np.where(a64 > 0, a64, 0.1 * a64)
-    expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", a64, cp.asnumpy(B).astype(np.float64))
+    if "b" in ops:
+        b64 = np.where(b64 > 0, b64, 0.25 * b64)
+    expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", a64, b64)
     got = cp.asnumpy(D)
     assert np.all(np.isfinite(got))
     err = np.linalg.norm(got - expect) / np.linalg.norm(expect)

@@ -169,6 +169,29 @@ def test_near_identical_shapes_reuse_an_entry_within_a_factor_of_2():
     assert plan_db.lookup(plan_of(380, 256, 256), ARCH) == closer
 
 
+def test_plan_with_ops_falls_back_to_the_entry_without_them():
+    """Tuned for the plain contraction, the entry serves the same contraction with elementwise ops; an
+    entry of its own still wins, and a custom semiring (another math path) never borrows one."""
+    d = gett.TensorDescriptor
+
+    def plan(**ops):
+        return gett.plan_contraction(d((256, 128), None, "f16"), "mk", d((128, 192), None, "f16"), "kn",
+                                     d((256, 192), None, "f16"), "mn", **ops)
+    plain, leaky = plan(), plan(op_a=gett.ops.leaky_relu(0.01), op_c=gett.ops.relu)
+    assert plan_db.plan_key(plain, ARCH) != plan_db.plan_key(leaky, ARCH)
+    plan_db.record(plain, ARCH, ODD, 1.0)
+    assert plan_db.lookup(leaky, ARCH) == ODD
+    assert plan_db.lookup(leaky, ARCH, exact=True) is None
+    assert plan_db.lookup(plan(op_ab=lambda a, b: a + b, reduce=(max, float("-inf"))), ARCH) is None
+    own = KernelConfig("mma16", 128, 64, 32, 3, wm=32, wn=32)
+    plan_db.record(leaky, ARCH, own, 1.0)
+    assert plan_db.lookup(leaky, ARCH) == own
+    plan_db.record(plan_of(400, 256, 256), ARCH, ODD, 1.0)   # near shapes: the plain family serves too
+    near = gett.plan_contraction(d((380, 256), None, "f16"), "mk", d((256, 256), None, "f16"), "kn",
+                                 d((380, 256), None, "f16"), "mn", op_b=gett.ops.relu)
+    assert plan_db.lookup(near, ARCH) == ODD
+
+
 def test_key_is_stable_across_processes():
     script = textwrap.dedent("""
         import gett
