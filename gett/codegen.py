@@ -122,6 +122,22 @@ def epilogue_vector(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> int:
     return v
 
 
+def epilogue_cross(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> tuple:
+    """(run, cross) for a plain walk whose D stride-1 mode is short: after each ``run`` elements of that
+    mode the walk takes ``cross`` steps along the other dimension, where D continues contiguously (its
+    first mode there has D-stride ``run``), before the next run: a 24-element run (48 bytes) becomes
+    24 x cross contiguous elements. (run, 1) leaves the walk plain."""
+    fast_group, fast_tile, slow_group, slow_tile = ("M", cfg.bm, "N", cfg.bn) if m_fast else ("N", cfg.bn, "M", cfg.bm)
+    fast, slow = plan.tables[fast_group], plan.tables[slow_group]
+    if tx != 1 or not fast.extents or not slow.extents or fast.strides_of("D")[0] != 1:
+        return fast_tile, 1
+    run, next_extent = fast.extents[0], slow.extents[0]
+    if run >= fast_tile or fast_tile % run or slow.strides_of("D")[0] != run:
+        return fast_tile, 1
+    cross = slow_tile if next_extent % slow_tile == 0 else next_extent if slow_tile % next_extent == 0 else 1
+    return (run, cross) if cross > 1 else (fast_tile, 1)
+
+
 def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) -> int:
     """Dynamic shared memory of the kernel; mirrors gett::Gett::SMEM_BYTES (the TU static_asserts it)."""
     def stage_elems(layout, rows, itemsize):
@@ -196,6 +212,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
     threads = cfg.threads
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)
     epi_v = epilogue_vector(plan, cfg, m_fast, epi_tx)
+    epi_run, epi_cross = epilogue_cross(plan, cfg, m_fast, epi_tx)
     offset = "int" if plan.offset_bits == 32 else "long long"
     tables = "\n".join(f"  using {t}{g} = {_table_type(plan, g, t)};"
                        for t, groups in (("A", "MKL"), ("B", "NKL"), ("C", "MNL"), ("D", "MNL"))
@@ -256,7 +273,7 @@ struct Problem {{
 using LoadA = {loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
-using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}>;
+using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 }}  // namespace
 

@@ -20,11 +20,17 @@ namespace gett {
 // are shared out over SPLIT CTAs per output tile, each writing its partial sums to a workspace
 // [SPLIT][L][M][N] that reduce_splits() adds up in a fixed order (deterministic results). EPI_V > 1
 // (plain walks only): each thread moves EPI_V consecutive elements of C and D, which the planner has
-// checked are contiguous and aligned in both.
+// checked are contiguous and aligned in both. EPI_CROSS > 1 (plain walks only): D's stride-1 mode
+// is a short run of EPI_RUN along the fast dimension, continued contiguously by the slow dimension's
+// first mode; the walk takes EPI_CROSS slow steps after each run (see walk_position).
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
-          int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1>
+          int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
+          int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1>
 struct Gett {
   static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
+  static_assert(EPI_CROSS == 1 || (EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_RUN == 0 &&
+                                   (D_M_FAST ? BN : BM) % EPI_CROSS == 0 && EPI_RUN % EPI_V == 0),
+                "a crossing walk tiles the CTA tile in runs of whole vectors");
   using Acc = typename P::Acc;
   using Offset = typename P::Offset;
   static constexpr int A_STAGE_BYTES = LoadA::STAGE_ELEMS * int(sizeof(typename P::TA));
@@ -196,9 +202,8 @@ struct Gett {
       Acc from_c[CHUNK];
 #pragma unroll
       for (int u = 0; u < CHUNK; ++u) {
-        constexpr int FAST = D_M_FAST ? BM : BN;
-        const int e = tid + (first + u) * THREADS;
-        const int fast = e % FAST, slow = e / FAST;
+        int fast, slow;
+        walk_position(tid + (first + u) * THREADS, fast, slow);
         const int box = fast % EPI_TY * EPI_TX + fast / EPI_TY % EPI_TX + fast / (EPI_TX * EPI_TY) * (EPI_TX * EPI_TY);
         r[u] = D_M_FAST ? box : slow;
         c[u] = D_M_FAST ? slow : box;
@@ -215,6 +220,20 @@ struct Gett {
     }
   }
 
+  // The e-th position of the walk through the tile: along the fast dimension (D's stride-1 side) first,
+  // or with EPI_CROSS > 1: EPI_RUN fast positions, EPI_CROSS slow ones, then the rest of each.
+  __device__ __forceinline__ static void walk_position(int e, int& fast, int& slow) {
+    constexpr int FAST = D_M_FAST ? BM : BN;
+    if constexpr (EPI_CROSS == 1) {
+      fast = e % FAST;
+      slow = e / FAST;
+    } else {
+      const int runs = e / EPI_RUN, rest = runs / EPI_CROSS;
+      fast = e % EPI_RUN + rest % (FAST / EPI_RUN) * EPI_RUN;
+      slow = runs % EPI_CROSS + rest / (FAST / EPI_RUN) * EPI_CROSS;
+    }
+  }
+
   // The plain walk in vectors: EPI_V consecutive elements along the fast dimension are consecutive in
   // C and D (one offset lookup, one access each). The tile's extents are multiples of EPI_V, so a
   // vector is wholly inside or wholly outside.
@@ -224,15 +243,14 @@ struct Gett {
                                                        typename P::TD* __restrict__ D, int rows, int cols,
                                                        Acc alpha, Acc beta, bool read_c, int tid) {
     static_assert(EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_V == 0, "vectors run along a plain walk");
-    constexpr int FAST = D_M_FAST ? BM : BN;
     constexpr int PER_THREAD = BM * BN / EPI_V / THREADS;
     static_assert(BM * BN / EPI_V % THREADS == 0, "epilogue vectors must split evenly");
     using VC = Vec<typename P::TC, EPI_V>;
     using VD = Vec<typename P::TD, EPI_V>;
 #pragma unroll 2
     for (int u = 0; u < PER_THREAD; ++u) {
-      const int e = (tid + u * THREADS) * EPI_V;
-      const int fast = e % FAST, slow = e / FAST;
+      int fast, slow;
+      walk_position((tid + u * THREADS) * EPI_V, fast, slow);
       const int r = D_M_FAST ? fast : slow, c = D_M_FAST ? slow : fast;
       if (r >= rows || c >= cols) continue;
       VC from_c;

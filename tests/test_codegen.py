@@ -298,3 +298,22 @@ def test_epilogue_moves_vectors_where_c_and_d_are_contiguous():
     assert vector(f32, f32) == 4                                           # f32: 16 bytes are 4
     odd = D((256, 250), (250, 1), "f16")
     assert vector(odd, odd, n=250) == 2                                    # 250 = 2 x 125
+
+
+def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
+    """TCCG #31: D's stride-1 mode (24) is M's first, and N's first mode (b·c) continues D
+    contiguously: the walk takes 24 rows, then 128 columns. #33's run (384) is longer than the tile,
+    and #32's continuation is not N's first mode: plain walks."""
+    from gett.codegen import epilogue_cross, epilogue_walk
+    from gett.tiling import tile_plan
+    from tccg_suite.suite import select
+
+    def cross(i):
+        c = select([i])[0]
+        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+        cfg = default_config(plan, "sm_90")
+        tiled = tile_plan(plan, cfg)
+        return epilogue_cross(tiled, cfg, *epilogue_walk(tiled, cfg)[:2])
+    assert cross(31) == (24, 128)
+    assert cross(33)[1] == 1 and cross(32)[1] == 1

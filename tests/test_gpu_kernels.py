@@ -1,6 +1,8 @@
 """Generated kernels on the GPU against numpy in float64: random contractions of every dtype and path,
 outputs poisoned with NaN before each run and checked for full coverage, plus the edge cases of
 DESIGN.md (beta = 0 with NaN in C, in-place D = C, empty K, determinism)."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -175,6 +177,32 @@ def test_wgmma_box_tiled_tccg_shapes(notation):
         assert np.all(np.isfinite(got))
         assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 2e-3
         D.fill(np.nan)
+
+
+@pytest.mark.parametrize("out", ["f16", "f32"])
+@pytest.mark.parametrize("d_extent", [8, 5])
+def test_epilogue_crossing_walk(out, d_extent):
+    """TCCG #31's pattern, smaller: D's stride-1 mode (24) lies in M and continues contiguously in N, so
+    the epilogue walks 24 rows, then 64 columns (b and c), then the next rows; with beta, an op on C,
+    a partial N tile and (d = 5) a partial M tile; D poisoned with NaN."""
+    ext = dict(zip("abcdefg", (24, 16, 4, d_extent, 3, 5, 24)))
+    rng = np.random.default_rng(31)
+
+    def tensor(modes, dtype):
+        shape = [ext[x] for x in modes]
+        x = random_values(rng, int(np.prod(shape)), "f16").reshape(shape[::-1]).astype(NUMPY_DTYPE[dtype])
+        return cp.asarray(x).transpose()   # column-major: the first mode has stride 1
+    A, B, C = tensor("dega", "f16"), tensor("gfbc", "f16"), tensor("abcdef", out)
+    D = cp.full(C.shape[::-1], np.nan, dtype=C.dtype).transpose()
+    plan = gett.plan_contraction(A, "dega", B, "gfbc", C, "abcdef", beta=0.5, op_c=lambda x: 2 * x)
+    cross = re.search(r", 24, (\d+)>;", plan.kernel().source)   # EPI_RUN 24, then EPI_CROSS columns
+    assert cross and int(cross.group(1)) > 1
+    gett.contract(plan, 1.0, A, B, 0.5, C, D)
+    expect = np.einsum("dega,gfbc->abcdef", *(cp.asnumpy(x).astype(np.float64) for x in (A, B))) \
+        + cp.asnumpy(C).astype(np.float64)
+    got = cp.asnumpy(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < (4e-3 if out == "f16" else 2e-3)
 
 
 @pytest.mark.parametrize("dtype", ["f16", "f32", "f64", "c64", "i32"])
