@@ -147,8 +147,9 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) ->
     ib = plan.descriptors["B"].dtype.itemsize
     pipe = cfg.stages * (stage_elems(a, cfg.bm, ia) * ia + stage_elems(b, cfg.bn, ib) * ib)
     acc = plan.compute_type.accumulator.itemsize
-    fast = epilogue_walk(plan, cfg)[0]
-    tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + 1) * acc
+    fast, tx, _ = epilogue_walk(plan, cfg)
+    pad = max(16 // acc, 1) if epilogue_vector(plan, cfg, fast, tx) > 1 else 1   # EPI_PAD
+    tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + pad) * acc
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
     return max(pipe, epi)

@@ -29,6 +29,8 @@ def _function(kernel, name: str, device: int):
                 f = module.get_function(name)
                 if name == kernel.name and kernel.shared_bytes > 48 * 1024:   # beyond 48 KB: opt in
                     f.max_dynamic_shared_size_bytes = kernel.shared_bytes
+                    # All of L1 as shared memory: else the driver may size it for one CTA per SM.
+                    f.preferred_shared_memory_carveout = 100
                 # The RawKernel's function on this device, called directly: RawKernel.__call__ would look
                 # the device up and repack the keyword arguments on every launch.
                 _functions[key] = getattr(f, "kernel", f)

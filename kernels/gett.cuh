@@ -36,7 +36,11 @@ struct Gett {
   static constexpr int A_STAGE_BYTES = LoadA::STAGE_ELEMS * int(sizeof(typename P::TA));
   static constexpr int B_STAGE_BYTES = LoadB::STAGE_ELEMS * int(sizeof(typename P::TB));
   static constexpr int PIPE_BYTES = STAGES * (A_STAGE_BYTES + B_STAGE_BYTES);
-  static constexpr int EPI_LD = D_M_FAST ? BM + 1 : BN + 1;   // odd pitch: column walks hit all banks
+  // Pitch of the epilogue tile: odd for box and scalar walks (column walks hit all banks); for vector
+  // walks 16 bytes of pad, so rows stay 16-byte aligned for vector reads while the fragment stores of
+  // neighbouring rows or columns still fall in different banks.
+  static constexpr int EPI_PAD = EPI_V > 1 ? 16 / int(sizeof(Acc)) : 1;
+  static constexpr int EPI_LD = (D_M_FAST ? BM : BN) + EPI_PAD;
   static constexpr int EPI_TILE_BYTES = (D_M_FAST ? BN : BM) * EPI_LD * int(sizeof(Acc));
   static constexpr int EPI_TILE_ALIGNED = (EPI_TILE_BYTES + 15) / 16 * 16;
   static constexpr int EPI_BYTES = EPI_TILE_ALIGNED + 2 * (BM + BN) * int(sizeof(Offset));
@@ -255,10 +259,17 @@ struct Gett {
       if (r >= rows || c >= cols) continue;
       VC from_c;
       if (read_c) from_c = *reinterpret_cast<const VC*>(C + row_c[r] + col_c[c]);
+      // The tile's EPI_V accumulators, read 16 bytes at a time (rows are 16-byte aligned, EPI_PAD).
+      constexpr int CHUNK = 16 / int(sizeof(Acc)) > 0 && EPI_V % (16 / int(sizeof(Acc))) == 0 ? 16 / int(sizeof(Acc)) : 1;
+      Vec<Acc, EPI_V> acc;
+#pragma unroll
+      for (int i = 0; i < EPI_V; i += CHUNK)
+        *reinterpret_cast<Vec<Acc, CHUNK>*>(&acc.v[i]) =
+            *reinterpret_cast<const Vec<Acc, CHUNK>*>(&tile[D_M_FAST ? c * EPI_LD + r + i : r * EPI_LD + c + i]);
       VD out;
 #pragma unroll
       for (int i = 0; i < EPI_V; ++i) {
-        Acc v = alpha * tile[D_M_FAST ? c * EPI_LD + r + i : r * EPI_LD + c + i];
+        Acc v = alpha * acc.v[i];
         if (read_c) v = v + beta * OpC{}(convert<Acc>(from_c.v[i]));
         out.v[i] = convert<typename P::TD>(OpOut{}(v));
       }

@@ -130,6 +130,7 @@ class _Function:
     def __init__(self, name: str):
         self.name = name
         self.max_dynamic_shared_size_bytes = 0
+        self.preferred_shared_memory_carveout = -1
 
     def __call__(self, grid, block, args, shared_mem=0, stream=None):
         if _state.record:
@@ -152,6 +153,14 @@ class _RawKernel:
     @max_dynamic_shared_size_bytes.setter
     def max_dynamic_shared_size_bytes(self, value):
         self.kernel.max_dynamic_shared_size_bytes = value
+
+    @property
+    def preferred_shared_memory_carveout(self):
+        return self.kernel.preferred_shared_memory_carveout
+
+    @preferred_shared_memory_carveout.setter
+    def preferred_shared_memory_carveout(self, value):
+        self.kernel.preferred_shared_memory_carveout = value
 
 
 class RawModule:
