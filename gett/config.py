@@ -163,7 +163,8 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
     """Taller tiles for the memory-bound shapes of the TCCG suite (benchmarks/tile_sweep.py, H100,
     2026-11-22): with N ≤ 32 and a long M, 256 rows let both A's and D's runs in the M box reach 16
     elements (whole sectors): #6 2.4x faster; where D's stride-1 mode has an extent like 24 that no
-    power-of-two tile holds whole, 192 rows (12 warps) write D in whole runs: #31 1.4x, #32 1.15x."""
+    power-of-two tile holds whole, 192 rows or columns (12 warps), whichever dimension holds that mode,
+    write D in whole runs: #31 1.4x; #32, #35 (N) 82 -> 58 us with the crossing epilogue walk."""
     if cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536:
         return replace(cfg, bm=256, wm=32)
     for group, tile, extent in (("M", cfg.bm, plan.m), ("N", cfg.bn, plan.n)):
@@ -173,7 +174,7 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
             continue
         run = table.extents[0]
         if run & (run - 1) and 192 % run == 0:   # not a power of two, and 192 holds whole runs
-            return replace(cfg, bm=192, wm=64, wn=32)
+            return replace(cfg, bm=192, wm=64, wn=32) if group == "M" else replace(cfg, bn=192, wm=64, wn=32)
     return cfg
 
 

@@ -109,8 +109,13 @@ def build_tables(analysis: ModeAnalysis, descriptors: dict, modes: dict, traffic
         tensors = tuple(t for t in GROUP_TENSORS[g] if t in descriptors)
         labels = [m for m, grp in analysis.group_of.items() if grp == g and analysis.extents[m] != 1]
         # A tensor whose stride-1 mode is elsewhere loads along that other group and doesn't care
-        # about this order; among those that do care, the one moving the most bytes decides.
+        # about this order; among those that do care, the one moving the most bytes decides. D also
+        # cares where its stride-1 mode is a short run (< 64) whose contiguous continuation lies here:
+        # the epilogue can then cross into this group after each run (codegen.epilogue_cross).
         cares = {t: any(abs(stride[t].get(m, 0)) == 1 for m in labels) for t in tensors}
+        if "D" in cares and not cares["D"]:
+            run = next((analysis.extents[m] for m, s in stride["D"].items() if abs(s) == 1), 0)
+            cares["D"] = 1 < run < 64 and any(abs(stride["D"].get(m, 0)) == run for m in labels)
         key_tensor = max(tensors, key=lambda t: (cares[t], traffic.get(t, 0), -tensors.index(t)))
         others = [t for t in tensors if t != key_tensor]
 

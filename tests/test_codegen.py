@@ -274,6 +274,7 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
         return default_config(plan, "sm_90")
     assert (config(6).bm, config(6).bn) == (256, 32)
     assert (config(31).bm, config(31).bn) == (192, 128)
+    assert (config(32).bm, config(32).bn) == (128, 192)   # D's run of 24 lies in N there
     assert (config(33).bm, config(33).bn) == (128, 128)
     assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (128, 256)
     assert (config(9).bm, config(9).bn) == (96, 128)   # M = 72 in one tile
@@ -302,8 +303,9 @@ def test_epilogue_moves_vectors_where_c_and_d_are_contiguous():
 
 def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
     """TCCG #31: D's stride-1 mode (24) is M's first, and N's first mode (b·c) continues D
-    contiguously: the walk takes 24 rows, then 128 columns. #33's run (384) is longer than the tile,
-    and #32's continuation is not N's first mode: plain walks."""
+    contiguously: the walk takes 24 rows, then 128 columns. #32: D's run is in N and its continuation
+    b (16) in M, which the planner therefore orders by D (b first, ahead of A's stride-1 modes), so
+    the walk takes 24 columns, then 16 rows. #33's run (384) is longer than the tile: a plain walk."""
     from gett.codegen import epilogue_cross, epilogue_walk
     from gett.tiling import tile_plan
     from tccg_suite.suite import select
@@ -316,4 +318,5 @@ def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
         tiled = tile_plan(plan, cfg)
         return epilogue_cross(tiled, cfg, *epilogue_walk(tiled, cfg)[:2])
     assert cross(31) == (24, 128)
-    assert cross(33)[1] == 1 and cross(32)[1] == 1
+    assert cross(32) == (24, 16)
+    assert cross(33)[1] == 1
