@@ -29,13 +29,26 @@ def _function(kernel, name: str, device: int):
                 f = module.get_function(name)
                 if name == kernel.name and kernel.shared_bytes > 48 * 1024:   # beyond 48 KB: opt in
                     f.max_dynamic_shared_size_bytes = kernel.shared_bytes
-                    # All of L1 as shared memory: else the driver may size it for one CTA per SM.
-                    f.preferred_shared_memory_carveout = 100
+                    f.preferred_shared_memory_carveout = shared_carveout(kernel)
                 # The RawKernel's function on this device, called directly: RawKernel.__call__ would look
                 # the device up and repack the keyword arguments on every launch.
                 _functions[key] = getattr(f, "kernel", f)
             fn = _functions[key]
     return fn
+
+
+def shared_carveout(kernel, sm_shared: int = 228 * 1024, sm_registers: int = 65536) -> int:
+    """Percent of the SM's unified L1 to make shared memory: enough for as many CTAs as the registers
+    and shared memory allow (the driver's default may size it for one CTA), and no more, since the rest
+    is L1 cache that register-staged loads need for their data in flight. 100 where registers are
+    unknown."""
+    registers = kernel.report.registers
+    if registers <= 0:
+        return 100
+    per_cta = kernel.shared_bytes + 1024   # the driver reserves 1 KB per CTA
+    by_registers = sm_registers // (-(-registers // 8) * 8 * kernel.threads)
+    ctas = max(1, min(sm_shared // per_cta, by_registers))
+    return min(100, -(-ctas * per_cta * 100 // sm_shared))
 
 
 class Launcher:

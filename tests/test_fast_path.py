@@ -176,3 +176,17 @@ def test_threads_launch_on_their_own_arrays(cupy):
     assert not errors
     info = gett.cache_info()
     assert (info.size, info.hits) == (1, 400)
+
+
+def test_shared_carveout_fits_the_ctas_registers_allow_and_no_more():
+    """One 128x256 wgmma CTA (196 KB, 256 threads of 249 registers) keeps the rest of L1 as cache;
+    four small CTAs get room for all four; unknown registers take all of L1."""
+    from types import SimpleNamespace
+    from gett.launch import shared_carveout
+
+    def kernel(smem, threads, registers):
+        return SimpleNamespace(shared_bytes=smem, threads=threads, report=SimpleNamespace(registers=registers))
+    assert shared_carveout(kernel(196608, 256, 249)) == 85          # (192 + 1) KB of 228 KB
+    assert shared_carveout(kernel(50 * 1024, 128, 106)) == 90       # 4 CTAs by registers and by memory
+    assert shared_carveout(kernel(50 * 1024, 128, 200)) == 45       # registers allow 2 (2 x 51 KB)
+    assert shared_carveout(kernel(50 * 1024, 128, -1)) == 100
