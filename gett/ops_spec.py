@@ -38,6 +38,15 @@ class OpSpec:
         return (k(self.op_a), k(self.op_b), k(self.op_c), k(self.op_out), k(self.op_ab), k(self.reduce),
                 None if self.reduce_identity is None else repr(self.reduce_identity))
 
+    @property
+    def has_unary_ops(self) -> bool:
+        return any(getattr(self, r) is not None for r in UNARY_ROLES)
+
+    @property
+    def semiring_key(self) -> tuple:
+        """``key`` with the unary ops left out: what plans differing only in op_a/op_b/op_c/op_out share."""
+        return (None,) * len(UNARY_ROLES) + self.key[len(UNARY_ROLES):]
+
     def describe(self) -> str:
         parts = [f"{r}={getattr(self, r).key}" for r in UNARY_ROLES + ("op_ab", "reduce")
                  if getattr(self, r) is not None]

@@ -40,7 +40,6 @@ from pathlib import Path
 
 from .config import KernelConfig
 from .modes import GROUPS
-from .ops_spec import UNARY_ROLES
 
 __all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "plan_key", "record",
            "shipped_dir", "shipped_path", "user_path"]
@@ -110,7 +109,7 @@ def _signature(plan, arch, exact: bool, unary_ops: bool = True) -> dict:
         tables[g] = {"extents": list(t.extents) if exact else len(t.extents), "strides": strides}
     return {"format": FORMAT, "arch": _arch(arch), "dtypes": [d[x].dtype.name for x in _TENSORS],
             "compute": plan.compute_type.name,
-            "ops": list(plan.ops.key) if unary_ops else [None] * len(UNARY_ROLES) + list(plan.ops.key[len(UNARY_ROLES):]),
+            "ops": list(plan.ops.key if unary_ops else plan.ops.semiring_key),
             "alignment": [d[x].alignment for x in _TENSORS], "tables": tables}
 
 
@@ -251,7 +250,7 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
                 if _within_2x(e.gemm, gemm)]
         return min(near, key=lambda x: x[:2])[2].config if near else None
     config = nearest(unary_ops=True)
-    if config is None and any(getattr(plan.ops, r) is not None for r in UNARY_ROLES):
+    if config is None and plan.ops.has_unary_ops:
         hit = entries.get(plan_key(plan, arch, unary_ops=False))
         config = hit.config if hit is not None else nearest(unary_ops=False)
     return config
