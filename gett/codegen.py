@@ -107,14 +107,12 @@ def epilogue_walk(plan, cfg: KernelConfig) -> tuple:
 
 
 def epilogue_vector(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> int:
-    """Elements per access of a plain epilogue walk (tx = 1): the widest vector along the walked
-    dimension that is contiguous and aligned in both C and D (see vector_width) and splits the tile
-    evenly over the threads; 1 for box walks."""
-    if tx != 1:
-        return 1
+    """Elements per access of the epilogue walk: the widest vector along the walked dimension (in a box
+    walk, along the box's second side, which is D's stride-1 mode) that is contiguous and aligned in
+    both C and D (see vector_width) and splits the tile evenly over the threads."""
     group, tile = ("M", cfg.bm) if m_fast else ("N", cfg.bn)
     widths = [vector_width(plan, t, group, tile) for t in "CD"]
-    if any(step != 1 for _, step in widths):
+    if any(step != tx for _, step in widths):
         return 1
     v = min(w for w, _ in widths)
     while v > 1 and (cfg.bm * cfg.bn // v) % cfg.threads:
@@ -148,7 +146,7 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) ->
     pipe = cfg.stages * (stage_elems(a, cfg.bm, ia) * ia + stage_elems(b, cfg.bn, ib) * ib)
     acc = plan.compute_type.accumulator.itemsize
     fast, tx, _ = epilogue_walk(plan, cfg)
-    pad = max(16 // acc, 1) if epilogue_vector(plan, cfg, fast, tx) > 1 else 1   # EPI_PAD
+    pad = max(16 // acc, 1) if tx > 1 or epilogue_vector(plan, cfg, fast, tx) > 1 else 1   # EPI_PAD
     tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + pad) * acc
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset

@@ -18,9 +18,9 @@ namespace gett {
 // whether D's stride-1 mode lies in M (then the epilogue walks m fastest); inside that dimension the
 // walk follows a box of EPI_TX x EPI_TY (EPI_TY along D's stride-1 mode; 1 x BM for a plain walk). With SPLIT > 1 the K tiles
 // are shared out over SPLIT CTAs per output tile, each writing its partial sums to a workspace
-// [SPLIT][L][M][N] that reduce_splits() adds up in a fixed order (deterministic results). EPI_V > 1
-// (plain walks only): each thread moves EPI_V consecutive elements of C and D, which the planner has
-// checked are contiguous and aligned in both. EPI_CROSS > 1 (plain walks only): D's stride-1 mode
+// [SPLIT][L][M][N] that reduce_splits() adds up in a fixed order (deterministic results). EPI_V > 1:
+// each thread moves EPI_V consecutive walk positions, which the planner has checked are contiguous
+// and aligned in both C and D (along the box's second side in a box walk). EPI_CROSS > 1 (plain walks only): D's stride-1 mode
 // is a short run of EPI_RUN along the fast dimension, continued contiguously by the slow dimension's
 // first mode; the walk takes EPI_CROSS slow steps after each run (see walk_position).
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
@@ -36,10 +36,10 @@ struct Gett {
   static constexpr int A_STAGE_BYTES = LoadA::STAGE_ELEMS * int(sizeof(typename P::TA));
   static constexpr int B_STAGE_BYTES = LoadB::STAGE_ELEMS * int(sizeof(typename P::TB));
   static constexpr int PIPE_BYTES = STAGES * (A_STAGE_BYTES + B_STAGE_BYTES);
-  // Pitch of the epilogue tile: odd for box and scalar walks (column walks hit all banks); for vector
-  // walks 16 bytes of pad, so rows stay 16-byte aligned for vector reads while the fragment stores of
-  // neighbouring rows or columns still fall in different banks.
-  static constexpr int EPI_PAD = EPI_V > 1 ? 16 / int(sizeof(Acc)) : 1;
+  // Pitch of the epilogue tile: odd for plain scalar walks (column walks hit all banks); for vector and
+  // box walks 16 bytes of pad, so rows stay 16-byte aligned for vector reads while the fragment stores
+  // of neighbouring rows or columns still fall in different banks.
+  static constexpr int EPI_PAD = EPI_V > 1 || EPI_TX > 1 ? 16 / int(sizeof(Acc)) : 1;
   static constexpr int EPI_LD = (D_M_FAST ? BM : BN) + EPI_PAD;
   static constexpr int EPI_TILE_BYTES = (D_M_FAST ? BN : BM) * EPI_LD * int(sizeof(Acc));
   static constexpr int EPI_TILE_ALIGNED = (EPI_TILE_BYTES + 15) / 16 * 16;
@@ -97,7 +97,10 @@ struct Gett {
     // before it is stored, or its load latency is exposed: it lands in shared memory LAG tiles after
     // its loads (that lag is the slack wgmma needs, where no operand is copied asynchronously).
     constexpr bool kAnyAsync = LoadA::kAsync || LoadB::kAsync;
-    constexpr int AHEAD = STAGES - 1 - (Math::kAsyncMath && kAnyAsync ? 1 : 0);
+    // With both operands copied asynchronously, a stage is refilled as soon as every warpgroup's MMAs
+    // on it are done (a second barrier per tile), so the loads run one tile further ahead.
+    constexpr bool kEarlyRefill = Math::kAsyncMath && LoadA::kAsync && LoadB::kAsync;
+    constexpr int AHEAD = STAGES - 1 - (Math::kAsyncMath && kAnyAsync && !kEarlyRefill ? 1 : 0);
     static_assert(AHEAD >= 1, "the pipeline must load at least one tile ahead");
     constexpr int LAG = Math::kAsyncMath && !(LoadA::kAsync && LoadB::kAsync) && AHEAD >= 2 ? 1 : 0;
     static_assert(!Math::kAsyncMath || kAnyAsync || LAG, "wgmma with register-staged tiles needs 3 stages");
@@ -143,7 +146,11 @@ struct Gett {
       if constexpr (!Math::kAsyncMath) refill();
       math.compute(sA + stage * LoadA::STAGE_ELEMS, sB + stage * LoadB::STAGE_ELEMS,
                    k_left < BK ? int(k_left) : BK);
-      if constexpr (Math::kAsyncMath) {
+      if constexpr (kEarlyRefill) {
+        math.template wait<1>();   // this warpgroup's MMAs of tile kt - 1 are done ...
+        __syncthreads();           // ... and every warpgroup's: its stage, next_stage, is free
+        refill();
+      } else if constexpr (Math::kAsyncMath) {
         // The tile held in registers since the last iteration goes to its stage (whose MMAs were
         // waited for in an earlier iteration), before the registers take the next tile's loads.
         if (LAG && next - LAG < k_tiles) store_tile(next - LAG);
@@ -165,36 +172,70 @@ struct Gett {
     }
   }
 
+  static constexpr int FAST = D_M_FAST ? BM : BN;   // the tile's extent along the walked dimension
+  static constexpr int SLOW = D_M_FAST ? BN : BM;
+  static constexpr bool kBox = EPI_TX > 1;
+
+  // Tile coordinate along the fast dimension of walk position w: plain walks go straight along it,
+  // box walks take EPI_TY consecutive positions of D's stride-1 mode (the box's second side, EPI_TX
+  // coordinates apart), then the next of the first side, box after box.
+  __device__ __forceinline__ static int fast_coordinate(int w) {
+    if constexpr (!kBox) return w;
+    return w % EPI_TY * EPI_TX + w / EPI_TY % EPI_TX + w / (EPI_TX * EPI_TY) * (EPI_TX * EPI_TY);
+  }
+  // ... and back: the walk position of fast coordinate f.
+  __device__ __forceinline__ static int walk_of(int f) {
+    if constexpr (!kBox) return f;
+    return f / EPI_TX % EPI_TY + f % EPI_TX * EPI_TY + f / (EPI_TX * EPI_TY) * (EPI_TX * EPI_TY);
+  }
+  // Where walk position w of slow row s sits in the accumulator tile. Rows hold the fast dimension in
+  // walk order, so a warp's walk reads consecutive words and vectors read whole 16-byte chunks. Box
+  // walks also XOR a position's chunk (bits above the 16-byte chunk, below 128 bytes) with the next
+  // three bits: the fragment stores, whose lanes hold fast coordinates EPI_TY walk positions apart,
+  // then spread over eight chunks instead of two (a bijection: the XOR reads bits it does not change).
+  static constexpr int EPI_CHUNK = 16 / int(sizeof(Acc)) > 0 ? 16 / int(sizeof(Acc)) : 1;
+  __device__ __forceinline__ static int tile_index(int s, int w) {
+    if constexpr (kBox && FAST % (8 * EPI_CHUNK) == 0) w ^= (w / (8 * EPI_CHUNK) % 8) * EPI_CHUNK;
+    return s * EPI_LD + w;
+  }
+
   __device__ __forceinline__ static void epilogue(const Math& math, const typename P::TC* __restrict__ C,
                                                   typename P::TD* __restrict__ D, long long m0, long long n0,
                                                   Acc alpha, Acc beta, int tid) {
     extern __shared__ __align__(1024) unsigned char smem[];   // 1024: wgmma's swizzle atoms
     Acc* tile = reinterpret_cast<Acc*>(smem);
-    Offset* row_c = reinterpret_cast<Offset*>(smem + EPI_TILE_ALIGNED);
-    Offset* row_d = row_c + BM;
-    Offset* col_c = row_d + BM;
-    Offset* col_d = col_c + BN;
+    // Offsets of C and D along the fast dimension, in walk order, and along the slow one.
+    Offset* fast_c = reinterpret_cast<Offset*>(smem + EPI_TILE_ALIGNED);
+    Offset* fast_d = fast_c + FAST;
+    Offset* slow_c = fast_d + FAST;
+    Offset* slow_d = slow_c + SLOW;
     const bool read_c = !(beta == zero<Acc>());   // beta == 0 never reads C (it may hold NaN)
-    for (int r = tid; r < BM; r += THREADS) {
-      const long long m = m0 + r;
-      if (m < P::M) {
-        row_c[r] = P::CM::offset(typename P::IndexM(m));
-        row_d[r] = P::DM::offset(typename P::IndexM(m));
+    const long long fast0 = D_M_FAST ? m0 : n0, slow0 = D_M_FAST ? n0 : m0;
+    const long long fast_extent = D_M_FAST ? P::M : P::N, slow_extent = D_M_FAST ? P::N : P::M;
+    auto offsets = [](bool m, long long i, Offset& c, Offset& d) {
+      if (m) {
+        c = P::CM::offset(typename P::IndexM(i));
+        d = P::DM::offset(typename P::IndexM(i));
+      } else {
+        c = P::CN::offset(typename P::IndexN(i));
+        d = P::DN::offset(typename P::IndexN(i));
       }
+    };
+    for (int w = tid; w < FAST; w += THREADS) {
+      const long long i = fast0 + fast_coordinate(w);
+      if (i < fast_extent) offsets(D_M_FAST, i, fast_c[w], fast_d[w]);
     }
-    for (int c = tid; c < BN; c += THREADS) {
-      const long long n = n0 + c;
-      if (n < P::N) {
-        col_c[c] = P::CN::offset(typename P::IndexN(n));
-        col_d[c] = P::DN::offset(typename P::IndexN(n));
-      }
+    for (int s = tid; s < SLOW; s += THREADS) {
+      const long long i = slow0 + s;
+      if (i < slow_extent) offsets(!D_M_FAST, i, slow_c[s], slow_d[s]);
     }
-    math.for_each([&](int r, int c, Acc v) { tile[D_M_FAST ? c * EPI_LD + r : r * EPI_LD + c] = v; });
+    math.for_each([&](int r, int c, Acc v) { tile[D_M_FAST ? tile_index(c, walk_of(r)) : tile_index(r, walk_of(c))] = v; });
     __syncthreads();
-    const int rows = (P::M - m0) < BM ? int(P::M - m0) : BM;
-    const int cols = (P::N - n0) < BN ? int(P::N - n0) : BN;
+    // Box walks: a box lies wholly inside or outside the tile's rows (the planner's boxes tile M and N).
+    const int fast_in = int(fast_extent - fast0 < FAST ? fast_extent - fast0 : FAST);
+    const int slow_in = int(slow_extent - slow0 < SLOW ? slow_extent - slow0 : SLOW);
     if constexpr (EPI_V > 1) {
-      store_vectors(tile, row_c, row_d, col_c, col_d, C, D, rows, cols, alpha, beta, read_c, tid);
+      store_vectors(tile, fast_c, fast_d, slow_c, slow_d, C, D, fast_in, slow_in, alpha, beta, read_c, tid);
       return;
     }
     // CHUNK elements per thread at a time: their loads of C are all in flight before the first store.
@@ -202,24 +243,21 @@ struct Gett {
     constexpr int CHUNK = PER_THREAD < 8 ? PER_THREAD : 8;
     static_assert(BM * BN % THREADS == 0 && PER_THREAD % CHUNK == 0, "epilogue work must split evenly");
     for (int first = 0; first < PER_THREAD; first += CHUNK) {
-      int r[CHUNK], c[CHUNK];
+      int w[CHUNK], s[CHUNK];
+      bool inside[CHUNK];
       Acc from_c[CHUNK];
 #pragma unroll
       for (int u = 0; u < CHUNK; ++u) {
-        int fast, slow;
-        walk_position(tid + (first + u) * THREADS, fast, slow);
-        const int box = fast % EPI_TY * EPI_TX + fast / EPI_TY % EPI_TX + fast / (EPI_TX * EPI_TY) * (EPI_TX * EPI_TY);
-        r[u] = D_M_FAST ? box : slow;
-        c[u] = D_M_FAST ? slow : box;
-        const bool inside = r[u] < rows && c[u] < cols;
-        from_c[u] = read_c && inside ? convert<Acc>(C[row_c[r[u]] + col_c[c[u]]]) : zero<Acc>();
+        walk_position(tid + (first + u) * THREADS, w[u], s[u]);
+        inside[u] = fast_coordinate(w[u]) < fast_in && s[u] < slow_in;
+        from_c[u] = read_c && inside[u] ? convert<Acc>(C[fast_c[w[u]] + slow_c[s[u]]]) : zero<Acc>();
       }
 #pragma unroll
       for (int u = 0; u < CHUNK; ++u) {
-        if (r[u] >= rows || c[u] >= cols) continue;
-        Acc v = alpha * tile[D_M_FAST ? c[u] * EPI_LD + r[u] : r[u] * EPI_LD + c[u]];
+        if (!inside[u]) continue;
+        Acc v = alpha * tile[tile_index(s[u], w[u])];
         if (read_c) v = v + beta * OpC{}(from_c[u]);
-        D[row_d[r[u]] + col_d[c[u]]] = convert<typename P::TD>(OpOut{}(v));
+        D[fast_d[w[u]] + slow_d[s[u]]] = convert<typename P::TD>(OpOut{}(v));
       }
     }
   }
@@ -227,7 +265,6 @@ struct Gett {
   // The e-th position of the walk through the tile: along the fast dimension (D's stride-1 side) first,
   // or with EPI_CROSS > 1: EPI_RUN fast positions, EPI_CROSS slow ones, then the rest of each.
   __device__ __forceinline__ static void walk_position(int e, int& fast, int& slow) {
-    constexpr int FAST = D_M_FAST ? BM : BN;
     if constexpr (EPI_CROSS == 1) {
       fast = e % FAST;
       slow = e / FAST;
@@ -238,34 +275,45 @@ struct Gett {
     }
   }
 
-  // The plain walk in vectors: EPI_V consecutive elements along the fast dimension are consecutive in
-  // C and D (one offset lookup, one access each). The tile's extents are multiples of EPI_V, so a
-  // vector is wholly inside or wholly outside.
-  __device__ __forceinline__ static void store_vectors(const Acc* tile, const Offset* row_c, const Offset* row_d,
-                                                       const Offset* col_c, const Offset* col_d,
+  // The walk in vectors: EPI_V consecutive walk positions are consecutive elements of C and D (one
+  // offset lookup, one access each), along the fast dimension or, in a box walk, along its second
+  // side. The tile's extents (and a box's second side) are multiples of EPI_V, so a vector is wholly
+  // inside or wholly outside.
+  __device__ __forceinline__ static void store_vectors(const Acc* tile, const Offset* fast_c, const Offset* fast_d,
+                                                       const Offset* slow_c, const Offset* slow_d,
                                                        const typename P::TC* __restrict__ C,
-                                                       typename P::TD* __restrict__ D, int rows, int cols,
+                                                       typename P::TD* __restrict__ D, int fast_in, int slow_in,
                                                        Acc alpha, Acc beta, bool read_c, int tid) {
-    static_assert(EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_V == 0, "vectors run along a plain walk");
+    static_assert(FAST % EPI_V == 0 && EPI_TY % EPI_V == 0, "vectors tile the walk");
     constexpr int PER_THREAD = BM * BN / EPI_V / THREADS;
     static_assert(BM * BN / EPI_V % THREADS == 0, "epilogue vectors must split evenly");
     using VC = Vec<typename P::TC, EPI_V>;
     using VD = Vec<typename P::TD, EPI_V>;
 #pragma unroll 2
     for (int u = 0; u < PER_THREAD; ++u) {
-      int fast, slow;
-      walk_position((tid + u * THREADS) * EPI_V, fast, slow);
-      const int r = D_M_FAST ? fast : slow, c = D_M_FAST ? slow : fast;
-      if (r >= rows || c >= cols) continue;
+      int w, s;
+      walk_position((tid + u * THREADS) * EPI_V, w, s);
+      if (fast_coordinate(w) >= fast_in || s >= slow_in) continue;
       VC from_c;
-      if (read_c) from_c = *reinterpret_cast<const VC*>(C + row_c[r] + col_c[c]);
+      if (read_c) from_c = *reinterpret_cast<const VC*>(C + fast_c[w] + slow_c[s]);
       // The tile's EPI_V accumulators, read 16 bytes at a time (rows are 16-byte aligned, EPI_PAD).
-      constexpr int CHUNK = 16 / int(sizeof(Acc)) > 0 && EPI_V % (16 / int(sizeof(Acc))) == 0 ? 16 / int(sizeof(Acc)) : 1;
+      constexpr int CHUNK = EPI_V % EPI_CHUNK == 0 ? EPI_CHUNK : 1;
+      using Chunk = Vec<Acc, CHUNK>;
       Vec<Acc, EPI_V> acc;
+      if constexpr (!kBox && EPI_V == 2 * CHUNK && CHUNK == EPI_CHUNK) {
+        // Two chunks each: lanes 4-7 of every eight read their second chunk first, so the eight lanes
+        // that share a wavefront cover all 32 banks once (in order, they would hit half of them twice;
+        // box walks get the same from tile_index's XOR).
+        const bool swap = tid / 4 % 2;
+        const Chunk first = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + (swap ? CHUNK : 0))]);
+        const Chunk second = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + (swap ? 0 : CHUNK))]);
+        *reinterpret_cast<Chunk*>(&acc.v[0]) = swap ? second : first;
+        *reinterpret_cast<Chunk*>(&acc.v[CHUNK]) = swap ? first : second;
+      } else {
 #pragma unroll
-      for (int i = 0; i < EPI_V; i += CHUNK)
-        *reinterpret_cast<Vec<Acc, CHUNK>*>(&acc.v[i]) =
-            *reinterpret_cast<const Vec<Acc, CHUNK>*>(&tile[D_M_FAST ? c * EPI_LD + r + i : r * EPI_LD + c + i]);
+        for (int i = 0; i < EPI_V; i += CHUNK)
+          *reinterpret_cast<Chunk*>(&acc.v[i]) = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + i)]);
+      }
       VD out;
 #pragma unroll
       for (int i = 0; i < EPI_V; ++i) {
@@ -273,7 +321,7 @@ struct Gett {
         if (read_c) v = v + beta * OpC{}(convert<Acc>(from_c.v[i]));
         out.v[i] = convert<typename P::TD>(OpOut{}(v));
       }
-      *reinterpret_cast<VD*>(D + row_d[r] + col_d[c]) = out;
+      *reinterpret_cast<VD*>(D + fast_d[w] + slow_d[s]) = out;
     }
   }
 };

@@ -320,3 +320,30 @@ def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
     assert cross(31) == (24, 128)
     assert cross(32) == (24, 16)
     assert cross(33)[1] == 1
+
+
+def test_box_walks_move_vectors_along_the_box_second_side():
+    """TCCG #3 and #6: A's and D's stride-1 modes both lie in M, so M is tiled in boxes whose second
+    side is D's stride-1 mode; the epilogue moves 8 f16 elements of C and D at a time along it (they
+    are contiguous there in both), and scalars where C is laid out otherwise."""
+    from gett.codegen import epilogue_vector, epilogue_walk
+    from gett.tiling import tile_plan
+    from tccg_suite.suite import select
+
+    def walk(i, c_strides=False):
+        c = select([i])[0]
+        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+        out = d["C"]
+        if c_strides:   # C row-major: its stride-1 mode is the last one, not D's
+            d["C"] = gett.TensorDescriptor(out.shape, tuple(int(np.prod(out.shape[k + 1:]))
+                                                            for k in range(len(out.shape))), "f16")
+        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), D=out,
+                                     beta=1.0)
+        cfg = default_config(plan, "sm_90")
+        tiled = tile_plan(plan, cfg)
+        m_fast, tx, ty = epilogue_walk(tiled, cfg)
+        return tx, ty, epilogue_vector(tiled, cfg, m_fast, tx)
+    for i in (3, 6):
+        tx, ty, v = walk(i)
+        assert tx > 1 and ty % 8 == 0 and v == 8
+    assert walk(3, c_strides=True)[2] == 1

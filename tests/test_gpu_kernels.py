@@ -205,6 +205,42 @@ def test_epilogue_crossing_walk(out, d_extent):
     assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < (4e-3 if out == "f16" else 2e-3)
 
 
+def epilogue_args(source: str) -> dict:
+    """The epilogue's template arguments of a generated kernel: walk box (tx, ty) and vector width."""
+    args = re.search(r"using Kernel = gett::Gett<([^;]*)>;", source).group(1).split(", ")
+    return {"m_fast": args[12] == "true", "tx": int(args[13]), "ty": int(args[14]), "vector": int(args[16])}
+
+
+@pytest.mark.parametrize("out", ["f16", "f32"])
+@pytest.mark.parametrize("c_layout", ["like_d", "other"])
+def test_epilogue_box_walk(out, c_layout):
+    """TCCG #3's pattern, smaller: A's stride-1 mode (d) and D's (a) both lie in M, so M is tiled in
+    boxes and the epilogue walks each box along a; with C laid out like D it moves vectors along the
+    box's second side, otherwise scalars. Beta, an op on C, a partial M tile (b = 5), D poisoned."""
+    ext = dict(zip("abcde", (24, 5, 24, 16, 72)))   # K = 72: A outweighs D even in f32, so M follows A
+    rng = np.random.default_rng(3)
+
+    def tensor(modes, dtype, order=None):
+        order = order or modes
+        shape = [ext[x] for x in order]
+        x = random_values(rng, int(np.prod(shape)), "f16").reshape(shape[::-1]).astype(NUMPY_DTYPE[dtype])
+        x = cp.asarray(x).transpose()   # column-major in `order`: its first mode has stride 1
+        return x.transpose([order.index(m) for m in modes])
+    A, B = tensor("dbea", "f16"), tensor("ec", "f16")
+    C = tensor("abcd", out, "abcd" if c_layout == "like_d" else "cdab")
+    D = cp.full(C.shape[::-1], np.nan, dtype=C.dtype).transpose()
+    plan = gett.plan_contraction(A, "dbea", B, "ec", C, "abcd", D=D, beta=0.5, op_c=lambda x: 2 * x)
+    epi = epilogue_args(plan.kernel().source)
+    assert epi["m_fast"] and epi["tx"] > 1
+    assert (epi["vector"] > 1) == (c_layout == "like_d")
+    gett.contract(plan, 1.0, A, B, 0.5, C, D)
+    expect = np.einsum("dbea,ec->abcd", *(cp.asnumpy(x).astype(np.float64) for x in (A, B))) \
+        + cp.asnumpy(C).astype(np.float64)
+    got = cp.asnumpy(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < (4e-3 if out == "f16" else 2e-3)
+
+
 @pytest.mark.parametrize("dtype", ["f16", "f32", "f64", "c64", "i32"])
 def test_split_k_matches_numpy_and_is_deterministic(dtype):
     """A long K over a small output splits K across CTAs; partial sums are added in a fixed order."""
