@@ -249,3 +249,18 @@ def test_without_a_gpu_tune_raises_and_autotune_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert plan_of(256, 192, 128) is plan            # autotune=None: no warning, the same plan
+
+
+def test_tuner_data_keeps_long_sums_of_16_bit_outputs_finite():
+    """The tuner checks every candidate against the heuristic's result on its own random data: values
+    of magnitude 0.5-1.5 with random signs, so a sum over TCCG #13's K = 92352 stays far inside f16's
+    range (with one sign it overflowed to inf everywhere, and any candidate then matched)."""
+    import numpy as np
+
+    from gett.dtypes import as_dtype
+    from gett.tuner import _random_values
+    x = _random_values(as_dtype("f16"), 92352, np.random.default_rng(0)).astype(np.float64)
+    assert np.all((np.abs(x) >= 0.5) & (np.abs(x) <= 1.5))
+    assert abs(x.sum()) < 65504 / 8 and (x < 0).any() and (x > 0).any()
+    y = _random_values(as_dtype("i32"), 100, np.random.default_rng(0))
+    assert y.min() >= 1 and y.max() <= 3
