@@ -9,7 +9,8 @@ accumulation, beta = 0), from descriptors with ``device_arch`` set, so ``plan_co
 once the kernel's cubin is on disk. Three times are taken per contraction:
 
 - cold: a fresh, empty ``GETT_CACHE_DIR`` and every in-process cache cleared (plans, the compiled-kernel
-  memo, the plan database's memo): analysis, tables, configuration, codegen, NVRTC, cache write;
+  memo, the plan database's memo), and the CUDA driver's compute cache (which NVRTC consults) disabled:
+  analysis, tables, configuration, codegen, NVRTC, cache write;
 - warm: the in-process plan cache and compiled-kernel memo cleared again, so the cubin comes from the disk
   cache (median of ``--warm-repeat``);
 - cached: the same call once more, answered by the in-process plan cache (median of ``--cached-repeat``).
@@ -275,6 +276,10 @@ def _ms(seconds) -> str:
 
 
 def main(argv=None) -> int:
+    # With a CUDA driver present, NVRTC answers a compile it has seen on this machine before from the
+    # driver's compute cache (no ptxas, no report): a "cold" plan of a kernel compiled earlier by another
+    # process took 0.05 s instead of 0.6 (H100 host, 2026-11-22). Cold means no cache at all.
+    os.environ["CUDA_CACHE_DISABLE"] = "1"
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", default="f16", help="f16 (default, f32 accumulation), bf16, tf32, f32, f64")
     parser.add_argument("--arch", default=None,

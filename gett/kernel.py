@@ -114,9 +114,10 @@ class KernelSource:
 def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel:
     """Compile ``plan``'s kernel for ``arch`` (see :func:`kernel_source` for the configuration chosen).
     Where staging an operand through registers for its op makes the kernel spill, the op is applied in
-    shared memory instead (:func:`gett.codegen.operand_layouts`)."""
+    shared memory instead (:func:`gett.codegen.operand_layouts`). Unknown resources (-1: NVRTC answered
+    from the CUDA driver's compute cache, which skips ptxas and its report) keep the staged kernel."""
     kernel = compile_source(kernel_source(plan, arch, config), arch)
-    if kernel.report.spill_stores or kernel.report.spill_loads:
+    if kernel.report.spill_stores > 0 or kernel.report.spill_loads > 0:
         unstaged = kernel_source(plan, arch, config, stage_ops=False)
         if unstaged.source != kernel.source:
             kernel = compile_source(unstaged, arch)
@@ -152,7 +153,7 @@ def compile_source(ks: KernelSource, arch: str) -> CompiledKernel:
                             include_dirs=[str(kernels_dir())])
     cfg, smem, threads, source = ks.config, ks.shared_bytes, ks.threads, ks.source
     usage = cached.resources.get(KERNEL_NAME)
-    if usage is None:   # an NVRTC that printed no ptxas report: resources are unknown (-1)
+    if usage is None:   # no ptxas report (e.g. a hit in the driver's compute cache): resources unknown (-1)
         usage = ResourceUsage(-1, -1, -1, -1, 0, 0)
     report = KernelReport(cached.arch, cfg.key(), threads, usage.registers, usage.spill_stores,
                           usage.spill_loads, usage.stack_bytes, smem + usage.shared_bytes,

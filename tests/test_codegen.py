@@ -234,6 +234,31 @@ def test_wgmma_stages_one_operand_with_an_op_through_registers():
         assert (", false, 1, true>;" in k.source) == staging   # B's loader: vectors not asynchronous
 
 
+
+def test_unknown_resources_keep_the_staged_kernel(monkeypatch):
+    """On a machine with a CUDA driver, NVRTC may answer from the driver's compute cache, which skips
+    ptxas: no report, registers and spills -1. That is no evidence of spills: build_kernel keeps the
+    kernel that stages an operand through registers (it used to treat -1 as spilling)."""
+    import dataclasses
+
+    from gett import kernel as kernel_module
+    from gett.config import KernelConfig
+    real = kernel_module.compile_source
+    compiled = []
+
+    def without_report(ks, arch):
+        k = real(ks, arch)
+        compiled.append(ks.source)
+        return dataclasses.replace(k, report=dataclasses.replace(k.report, registers=-1, spill_stores=-1,
+                                                                 spill_loads=-1, stack_bytes=-1))
+    monkeypatch.setattr(kernel_module, "compile_source", without_report)
+    leaky = gett.ops.leaky_relu(0.01)
+    a, b = gett.TensorDescriptor((1024, 1024), (1024, 1), "f16"), gett.TensorDescriptor((1024, 1024), (1, 1024), "f16")
+    c = gett.TensorDescriptor((1024, 1024), (1024, 1), "f32")
+    plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn", op_a=leaky, op_b=leaky)
+    k = build_kernel(plan, "sm_90", KernelConfig("wgmma", 128, 256, 64, 4))
+    assert len(compiled) == 1 and ", false, 1, true>;" in k.source and k.report.registers == -1
+
 def test_wgmma_configurations_are_checked():
     from gett.config import KernelConfig
     for bad in (KernelConfig("wgmma", 96, 128, 64, 3), KernelConfig("wgmma", 128, 96, 64, 3),
