@@ -75,19 +75,15 @@ def main(argv=None) -> int:
     if user.exists():
         user.replace(user.with_name(user.name + ".bak"))
     plan_db.clear_memory_cache()
-    contractions = select(parse_ids(args.only))
-    cases, heuristic = [], {}
-    for c in contractions:   # every heuristic time before any tuning
+    cases = []
+    for c in select(parse_ids(args.only)):   # every heuristic time before any tuning
         buf = make_buffers(c, numpy.float16, seed=1)
         ref = reference(c, buf, 1.0, 0.0)
-        plan, ms = plan_and_time(c, buf, ref, args.runs)
-        heuristic[c.id] = (ms, plan.kernel().config.key())
-        cases.append((c, buf, ref))
+        cases.append((c, buf, ref, *plan_and_time(c, buf, ref, args.runs)))
     ratios, keep = [], set()
     print(f"{'#':>3} {'contraction':18s} {'heuristic µs':>12} {'tuned µs':>9} {'ratio':>6}  heuristic → tuned")
-    for c, buf, ref in cases:
-        heuristic_ms, heuristic_cfg = heuristic[c.id]
-        plan, _ = plan_and_time(c, buf, ref, 1)
+    for c, buf, ref, plan, heuristic_ms in cases:
+        heuristic_cfg = plan.kernel().config.key()
         tuner.tune(plan, args.budget)
         plan, tuned_ms = plan_and_time(c, buf, ref, args.runs)
         tuned_cfg = plan.kernel().config.key()
