@@ -1,6 +1,6 @@
 """Time candidate kernel configurations of gett on TCCG contractions (f16 data, f32 accumulation).
 
-    python benchmarks/tile_sweep.py --only 12,20,28 [--configs mma16:128x128x32:s3:w64x32,...]
+    python benchmarks/tile_sweep.py --only 12,20,28 [--configs mma16:128x128x32:s3:w64x32,wgmma:128x256x64:s4:ws,...]
 
 Prints, per contraction, each configuration's median time and fraction of the roofline (3.0 TB/s,
 800 TFLOP/s unless measured ceilings are passed), next to the heuristic's choice, after checking each
@@ -19,12 +19,22 @@ DEFAULT_CONFIGS = (
 
 
 def parse_config(text: str):
-    """``math:BMxBNxBK:sSTAGES[:wWMxWN]`` → KernelConfig (wgmma has no warp tile)."""
+    """``math:BMxBNxBK:sSTAGES[:wWMxWN][:kSPLIT][:ws]`` → KernelConfig (wgmma has no warp tile; ``ws``:
+    warp-specialised)."""
     from gett.config import KernelConfig
-    math, tile, stages, *warp = text.split(":")
+    math, tile, stages, *extra = text.split(":")
     bm, bn, bk = (int(x) for x in tile.split("x"))
-    wm, wn = (int(x) for x in warp[0][1:].split("x")) if warp else (0, 0)
-    return KernelConfig(math, bm, bn, bk, int(stages[1:]), wm=wm, wn=wn)
+    fields = {}
+    for x in extra:
+        if x == "ws":
+            fields["ws"] = True
+        elif x[0] == "w":
+            fields["wm"], fields["wn"] = (int(v) for v in x[1:].split("x"))
+        elif x[0] == "k":
+            fields["split_k"] = int(x[1:])
+        else:
+            raise ValueError(f"unknown configuration field {x!r} in {text!r}")
+    return KernelConfig(math, bm, bn, bk, int(stages[1:]), **fields)
 
 
 def main(argv=None) -> int:

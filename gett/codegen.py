@@ -85,6 +85,8 @@ def operand_layouts(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
         return layouts
     layouts = tuple(replace(x, is_async=True) if x.step == 8 and x.vector == 8 and plan.descriptors[t].dtype.itemsize == 2
                     else x for x, t in zip(layouts, "AB"))
+    if cfg.ws:   # the producer warpgroup applies ops in place, off the math warps
+        return layouts
     ops = plan.ops.op_a, plan.ops.op_b
     order = (1, 0) if cfg.bn >= cfg.bm else (0, 1)
     staged = next((i for i in order if stage_ops and cfg.stages >= 4 and ops[i] is not None
@@ -115,7 +117,7 @@ def epilogue_vector(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> int:
     if any(step != tx for _, step in widths):
         return 1
     v = min(w for w, _ in widths)
-    while v > 1 and (cfg.bm * cfg.bn // v) % cfg.threads:
+    while v > 1 and (cfg.bm * cfg.bn // v) % cfg.math_threads:
         v //= 2
     return v
 
@@ -150,6 +152,8 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) ->
     tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + pad) * acc
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
+    if cfg.ws:   # two 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)
+        return (max(pipe, epi) + 7) // 8 * 8 + 16 * cfg.stages
     return max(pipe, epi)
 
 
@@ -207,8 +211,12 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
     acc = _ACC_CTYPE[plan.compute_type.name]
     ops = plan.ops
     la, lb = operand_layouts(plan, cfg, stage_ops)
+    if cfg.ws and not (la.is_async and lb.is_async):
+        raise ValueError(f"{cfg.key()}: warp specialisation needs both operands copied asynchronously "
+                         f"(A {'async' if la.is_async else 'staged'}, B {'async' if lb.is_async else 'staged'})")
     smem = shared_bytes(plan, cfg, la, lb)
     threads = cfg.threads
+    load_threads = 128 if cfg.ws else cfg.math_threads   # the producer warpgroup loads alone
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)
     epi_v = epilogue_vector(plan, cfg, m_fast, epi_tx)
     epi_run, epi_cross = epilogue_cross(plan, cfg, m_fast, epi_tx)
@@ -217,7 +225,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
                        for t, groups in (("A", "MKL"), ("B", "NKL"), ("C", "MNL"), ("D", "MNL"))
                        for g in groups)
     if cfg.math == "simt":
-        math = (f"gett::SimtMath<{acc}, Semiring, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {threads}, "
+        math = (f"gett::SimtMath<{acc}, Semiring, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.math_threads}, "
                 f"{cfg.tm}, {cfg.tn}>")
         header = "math_simt.cuh"
     elif cfg.math == "mma16":
@@ -236,7 +244,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
 
     def loader(t, layout, rows_group, rows, op):
         return (f"gett::TileLoader<Problem::T{t}, {acc}, Problem::Offset, Problem::Index{rows_group}, "
-                f"Problem::IndexK, Problem::{t}{rows_group}, Problem::{t}K, {op}, {rows}, {cfg.bk}, {threads}, "
+                f"Problem::IndexK, Problem::{t}{rows_group}, Problem::{t}K, {op}, {rows}, {cfg.bk}, {load_threads}, "
                 f"{'true' if layout.row_contig else 'false'}, {layout.vector}, "
                 f"{'true' if layout.is_async else 'false'}, {layout.step}, "
                 f"{'true' if cfg.math == 'wgmma' else 'false'}>")
@@ -272,8 +280,9 @@ struct Problem {{
 using LoadA = {loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
-using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}>;
+using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
+static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on threads per CTA");
 }}  // namespace
 
 extern "C" __global__ void __launch_bounds__({threads}, 1) {KERNEL_NAME}(

@@ -28,6 +28,7 @@ class KernelConfig:
     tn: int = 0
     group_m: int = 8
     split_k: int = 1     # CTAs sharing one output tile's K range (partials reduced deterministically)
+    ws: bool = False     # wgmma only: a producer warpgroup loads, the others only compute (warp specialisation)
 
     @property
     def min_stages(self) -> int:
@@ -35,12 +36,18 @@ class KernelConfig:
         return 3 if self.math == "wgmma" else 2
 
     @property
-    def threads(self) -> int:
+    def math_threads(self) -> int:
+        """The threads that compute the tile (and store it)."""
         if self.math == "wgmma":
             return 128 * (self.bm // 64)
         if self.math == "simt":
             return (self.bm // self.tm) * (self.bn // self.tn)
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA: the math threads, plus the producer warpgroup with ``ws``."""
+        return self.math_threads + (128 if self.ws else 0)
 
     def validate(self) -> None:
         if self.math not in MATH_PATHS:
@@ -49,6 +56,8 @@ class KernelConfig:
             raise ValueError(f"{self.math} needs at least {self.min_stages} stages, got {self.stages}")
         if self.split_k < 1:
             raise ValueError(f"split_k must be ≥ 1, got {self.split_k}")
+        if self.ws and self.math != "wgmma":
+            raise ValueError(f"warp specialisation (ws) needs the wgmma path, not {self.math}")
         if self.math == "wgmma":
             if self.bm not in (64, 128) or self.bn not in WGMMA_N or self.bk != 64:
                 raise ValueError(f"wgmma tile {self.bm}x{self.bn}x{self.bk}: bm must be 64 or 128 (one or two "
@@ -72,7 +81,8 @@ class KernelConfig:
     def key(self) -> str:
         t = {"simt": f"_t{self.tm}x{self.tn}", "wgmma": ""}.get(self.math, f"_w{self.wm}x{self.wn}")
         split = f"_k{self.split_k}" if self.split_k > 1 else ""
-        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}"
+        ws = "_ws" if self.ws else ""
+        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}"
 
 
 def math_path(plan) -> str:
@@ -149,13 +159,15 @@ def _wgmma_tile(plan):
     #12 and #20 1.5x faster than mma.sync's best; with M or N in the hundreds, 128x64 with 4 stages
     (98 KB: two CTAs per SM) is within 10% of the best; so is it for operands staged through registers
     (box tiling's strided vectors, #28), which spill with wider tiles. Element-wise staging would spill
-    with 64-deep tiles: mma.sync keeps those."""
+    with 64-deep tiles: mma.sync keeps those. The 128x256 tile gets a producer warpgroup (ws) unless A or
+    B has an op: #12 525 -> 511 us, #20 855 -> 820, #21 822 -> 795, #28 even; with leaky ReLU on A and B
+    the producer alone applies it, #20 1227 -> 1336 us (H100, 2026-11-22)."""
     big = KernelConfig("wgmma", 128, 256, 64, 4)
     small = KernelConfig("wgmma", 128, 64, 64, 4)
     if _scalar_staging(plan, small):
         return None
     if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0:
-        return big
+        return replace(big, ws=plan.ops.op_a is None and plan.ops.op_b is None)
     return small
 
 

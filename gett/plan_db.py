@@ -35,7 +35,7 @@ import math
 import os
 import threading
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from .config import KernelConfig
@@ -46,7 +46,7 @@ __all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "pla
 
 FORMAT = 1
 _TENSORS = "ABCD"
-_INT_FIELDS = tuple(f.name for f in fields(KernelConfig) if f.name != "math")
+_INT_FIELDS = tuple(f.name for f in fields(KernelConfig) if f.type in ("int", int))
 
 _files: dict = {}       # path -> (stat signature, {key: Entry})
 _merged: dict = {}      # arch -> ((paths, shipped signature, user signature), entries, entries by family)
@@ -74,8 +74,9 @@ class Entry:
         if not isinstance(raw, dict) or not isinstance(raw.get("config"), dict):
             raise TypeError("an entry must be an object with a 'config' object")
         cfg = raw["config"]
-        if not isinstance(cfg.get("math"), str) or any(type(cfg.get(f, 0)) is not int for f in _INT_FIELDS):
-            raise TypeError(f"config {cfg} must have a string 'math' and integer sizes")
+        if not isinstance(cfg.get("math"), str) or any(type(cfg.get(f, 0)) is not int for f in _INT_FIELDS) \
+                or type(cfg.get("ws", False)) is not bool:
+            raise TypeError(f"config {cfg} must have a string 'math', integer sizes and a boolean 'ws'")
         config = KernelConfig(**cfg)   # unknown or missing fields: TypeError
         config.validate()
         gemm = raw.get("gemm")
@@ -237,7 +238,8 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     """The tuned configuration of ``plan`` on ``arch``: its own entry, else (unless ``exact``) the nearest
     entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
     elementwise ops the same two look-ups for the plan without them (an op changes the work per element
-    loaded, not which tile suits the shape); None without one."""
+    loaded, not which tile suits the shape; but the borrowed tile loses its producer warpgroup where A
+    or B has an op, which the producer alone would apply: see config._wgmma_tile); None without one."""
     arch = _arch(arch)
     entries, families = _database(arch)
     hit = entries.get(plan_key(plan, arch))
@@ -253,6 +255,8 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     if config is None and plan.ops.has_unary_ops:
         hit = entries.get(plan_key(plan, arch, unary_ops=False))
         config = hit.config if hit is not None else nearest(unary_ops=False)
+        if config is not None and config.ws and (plan.ops.op_a is not None or plan.ops.op_b is not None):
+            config = replace(config, ws=False)
     return config
 
 

@@ -53,7 +53,8 @@ def _closeness(cfg: KernelConfig, base: KernelConfig) -> tuple:
         return abs(math.log2(max(a, 1) / max(b, 1)))
     return (log2(cfg.bm, base.bm) + log2(cfg.bn, base.bn) + log2(cfg.bk, base.bk)
             + abs(cfg.stages - base.stages) + log2(cfg.wm or cfg.tm, base.wm or base.tm)
-            + log2(cfg.wn or cfg.tn, base.wn or base.tn) + log2(cfg.split_k, base.split_k), cfg.key())
+            + log2(cfg.wn or cfg.tn, base.wn or base.tn) + log2(cfg.split_k, base.split_k)
+            + 0.5 * (cfg.ws != base.ws), cfg.key())
 
 
 def _valid(cfg: KernelConfig) -> bool:
@@ -65,12 +66,13 @@ def _valid(cfg: KernelConfig) -> bool:
 
 
 def _wgmma_configs(plan, arch: str) -> list:
-    """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 3 to 5 stages."""
+    """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 3 to 5 stages, with
+    and without a producer warpgroup (ws)."""
     if not has_wgmma(arch) or math_path(plan) != "mma16":
         return []
     return [dataclasses.replace(cfg, split_k=split_k_for(plan, cfg))
-            for bm, bn, stages in product((64, 128), WGMMA_N, (3, 4, 5))
-            for cfg in [KernelConfig("wgmma", bm, bn, 64, stages)] if _valid(cfg)]
+            for bm, bn, stages, ws in product((64, 128), WGMMA_N, (3, 4, 5), (False, True))
+            for cfg in [KernelConfig("wgmma", bm, bn, 64, stages, ws=ws)] if _valid(cfg)]
 
 
 def _fits(plan, arch: str, cfg: KernelConfig) -> bool:
@@ -78,7 +80,11 @@ def _fits(plan, arch: str, cfg: KernelConfig) -> bool:
     from .codegen import render_kernel
     from .kernel import _MAX_SHARED, arch_number
     from .tiling import tile_plan
-    return render_kernel(tile_plan(plan, cfg), cfg)[1] <= _MAX_SHARED.get(arch_number(arch), 99 * 1024)
+    try:
+        smem = render_kernel(tile_plan(plan, cfg), cfg)[1]
+    except ValueError:   # e.g. a producer warpgroup for operands that can't be copied asynchronously
+        return False
+    return smem <= _MAX_SHARED.get(arch_number(arch), 99 * 1024)
 
 
 def candidate_configs(plan, arch: str) -> list:

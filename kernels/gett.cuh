@@ -6,6 +6,7 @@
 // A generated translation unit (gett/codegen.py) defines a Problem (types, extents, index tables
 // as gett::Table types), the loaders, the math policy and the ops, then instantiates run().
 #pragma once
+#include "barrier.cuh"
 #include "copy.cuh"
 #include "layout.cuh"
 #include "loader.cuh"
@@ -22,10 +23,11 @@ namespace gett {
 // each thread moves EPI_V consecutive walk positions, which the planner has checked are contiguous
 // and aligned in both C and D (along the box's second side in a box walk). EPI_CROSS > 1 (plain walks only): D's stride-1 mode
 // is a short run of EPI_RUN along the fast dimension, continued contiguously by the slow dimension's
-// first mode; the walk takes EPI_CROSS slow steps after each run (see walk_position).
+// first mode; the walk takes EPI_CROSS slow steps after each run (see walk_position). WS: THREADS
+// math threads plus a producer warpgroup that does all the loading (see produce()).
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
           int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
-          int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1>
+          int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false>
 struct Gett {
   static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
   static_assert(EPI_CROSS == 1 || (EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_RUN == 0 &&
@@ -44,14 +46,18 @@ struct Gett {
   static constexpr int EPI_TILE_BYTES = (D_M_FAST ? BN : BM) * EPI_LD * int(sizeof(Acc));
   static constexpr int EPI_TILE_ALIGNED = (EPI_TILE_BYTES + 15) / 16 * 16;
   static constexpr int EPI_BYTES = EPI_TILE_ALIGNED + 2 * (BM + BN) * int(sizeof(Offset));
-  static constexpr int SMEM_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
+  static constexpr int TILE_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
+  // Warp-specialised kernels keep two mbarriers per stage after the tiles.
+  static constexpr int BARRIER_OFFSET = (TILE_BYTES + 7) / 8 * 8;
+  static constexpr int SMEM_BYTES = WS ? BARRIER_OFFSET + 2 * STAGES * 8 : TILE_BYTES;
+  static constexpr int PRODUCER_THREADS = 128;   // the producer warpgroup (WS)
+  static constexpr int BLOCK_THREADS = THREADS + (WS ? PRODUCER_THREADS : 0);
 
   __device__ __forceinline__ static void run(const typename P::TA* __restrict__ A,
                                              const typename P::TB* __restrict__ B,
                                              const typename P::TC* __restrict__ C,
                                              typename P::TD* __restrict__ D, Acc* __restrict__ partials,
                                              Acc alpha, Acc beta) {
-    extern __shared__ __align__(1024) unsigned char smem[];   // 1024: wgmma's swizzle atoms
     const int tid = threadIdx.x;
 
     // Tile coordinates: batches outermost; inside a batch GROUP_M row-tiles sweep the columns
@@ -77,20 +83,67 @@ struct Gett {
     C += P::CL::offset(li);
     D += P::DL::offset(li);
 
-    auto* sA = reinterpret_cast<typename P::TA*>(smem);
-    auto* sB = reinterpret_cast<typename P::TB*>(smem + STAGES * A_STAGE_BYTES);
-    LoadA load_a;
-    LoadB load_b;
-    load_a.init(A, m0, P::M, P::K, tid);
-    load_b.init(B, n0, P::N, P::K, tid);
-    Math math;
-    math.init(tid);
-
     constexpr int k_tiles_all = int((P::K + BK - 1) / BK);
     constexpr int k_tiles_per_split = (k_tiles_all + SPLIT - 1) / SPLIT;
     const int k_first = split * k_tiles_per_split;   // this CTA's K tiles: [k_first, k_first + k_tiles)
     const int k_rest = k_tiles_all - k_first;
     const int k_tiles = k_rest < k_tiles_per_split ? (k_rest > 0 ? k_rest : 0) : k_tiles_per_split;
+
+    Math math;
+    if constexpr (WS) {
+      unsigned long long* full = reinterpret_cast<unsigned long long*>(smem_base() + BARRIER_OFFSET);
+      unsigned long long* empty = full + STAGES;
+      if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+          mbarrier_init(&full[s], PRODUCER_THREADS);
+          mbarrier_init(&empty[s], THREADS / 32);
+        }
+      }
+      __syncthreads();   // the last CTA-wide barrier: the producer leaves after its loads
+      if (tid >= THREADS) {
+        produce(A, B, m0, n0, k_first, k_tiles, tid - THREADS, full, empty);
+        return;
+      }
+      math.init(tid);
+      consume(math, k_tiles, full, empty);
+    } else {
+      math.init(tid);
+      mainloop(math, A, B, m0, n0, k_first, k_tiles, tid);
+    }
+    if constexpr (SPLIT == 1) {
+      epilogue(math, C, D, m0, n0, alpha, beta, tid);
+    } else {   // partial sums, laid out [split][l][m][n]: a fragment's lanes write whole sectors
+      Acc* out = partials + ((long long)split * P::L + l) * P::M * P::N;
+      math.for_each([&](int r, int c, Acc v) {
+        if (m0 + r < P::M && n0 + c < P::N) out[(m0 + r) * P::N + n0 + c] = v;
+      });
+    }
+  }
+
+  __device__ __forceinline__ static unsigned char* smem_base() {
+    extern __shared__ __align__(1024) unsigned char smem[];   // 1024: wgmma's swizzle atoms
+    return smem;
+  }
+  __device__ __forceinline__ static typename P::TA* stage_a(int s) {
+    return reinterpret_cast<typename P::TA*>(smem_base()) + s * LoadA::STAGE_ELEMS;
+  }
+  __device__ __forceinline__ static typename P::TB* stage_b(int s) {
+    return reinterpret_cast<typename P::TB*>(smem_base() + STAGES * A_STAGE_BYTES) + s * LoadB::STAGE_ELEMS;
+  }
+  // A barrier over the threads that compute and store the tile (all of them unless warp-specialised).
+  __device__ __forceinline__ static void sync_math_threads() {
+    if constexpr (WS) named_barrier_sync<1, THREADS>(); else __syncthreads();
+  }
+
+  // Every thread loads and computes: a STAGES-deep cp.async (or register-staged) pipeline with one
+  // barrier per K tile.
+  __device__ __forceinline__ static void mainloop(Math& math, const typename P::TA* __restrict__ A,
+                                                  const typename P::TB* __restrict__ B, long long m0, long long n0,
+                                                  int k_first, int k_tiles, int tid) {
+    LoadA load_a;
+    LoadB load_b;
+    load_a.init(A, m0, P::M, P::K, tid);
+    load_b.init(B, n0, P::N, P::K, tid);
     // Asynchronous math (wgmma) keeps one tile's MMAs in flight across the barrier, so a stage is
     // free again only two iterations after its MMAs began: cp.async loads one tile fewer ahead.
     // Issuing wgmma takes no time, so a register-staged tile waits a whole iteration in registers
@@ -105,50 +158,48 @@ struct Gett {
     constexpr int LAG = Math::kAsyncMath && !(LoadA::kAsync && LoadB::kAsync) && AHEAD >= 2 ? 1 : 0;
     static_assert(!Math::kAsyncMath || kAnyAsync || LAG, "wgmma with register-staged tiles needs 3 stages");
     auto store_tile = [&](int t) {
-      load_a.store(sA + (t % STAGES) * LoadA::STAGE_ELEMS);
-      load_b.store(sB + (t % STAGES) * LoadB::STAGE_ELEMS);
+      load_a.store(stage_a(t % STAGES));
+      load_b.store(stage_b(t % STAGES));
     };
 #pragma unroll
     for (int s = 0; s < AHEAD; ++s) {
       if (s < k_tiles) {
-        load_a.issue(sA + s * LoadA::STAGE_ELEMS, k_first + s);
-        load_b.issue(sB + s * LoadB::STAGE_ELEMS, k_first + s);
+        load_a.issue(stage_a(s), k_first + s);
+        load_b.issue(stage_b(s), k_first + s);
         if (s < AHEAD - LAG) store_tile(s);
       }
       cp_async_commit();
     }
     for (int kt = 0; kt < k_tiles; ++kt) {
+      const int stage = kt % STAGES;
       cp_async_wait<AHEAD - 1>();
-      load_a.transform(sA + (kt % STAGES) * LoadA::STAGE_ELEMS, k_first + kt);
-      load_b.transform(sB + (kt % STAGES) * LoadB::STAGE_ELEMS, k_first + kt);
+      load_a.transform(stage_a(stage), k_first + kt);
+      load_b.transform(stage_b(stage), k_first + kt);
       if constexpr (LoadA::kTransposes || LoadB::kTransposes) {
         __syncthreads();   // the blocks hold every thread's copies
-        load_a.template transpose<THREADS / 32>(sA + (kt % STAGES) * LoadA::STAGE_ELEMS, tid / 32, tid % 32);
-        load_b.template transpose<THREADS / 32>(sB + (kt % STAGES) * LoadB::STAGE_ELEMS, tid / 32, tid % 32);
+        load_a.template transpose<THREADS / 32>(stage_a(stage), tid / 32, tid % 32);
+        load_b.template transpose<THREADS / 32>(stage_b(stage), tid / 32, tid % 32);
       }
       if constexpr (Math::kAsyncMath) fence_proxy_async();   // wgmma reads shared memory through the async proxy
       __syncthreads();
       // Refill a stage every thread has finished with (all passed the barrier after their last use).
       const int next = kt + AHEAD;
-      const int next_stage = next % STAGES;
       auto refill = [&] {
         if (next < k_tiles) {
-          load_a.issue(sA + next_stage * LoadA::STAGE_ELEMS, k_first + next);
-          load_b.issue(sB + next_stage * LoadB::STAGE_ELEMS, k_first + next);
+          load_a.issue(stage_a(next % STAGES), k_first + next);
+          load_b.issue(stage_b(next % STAGES), k_first + next);
         }
         cp_async_commit();
       };
-      const int stage = kt % STAGES;
       const long long k_left = P::K - (long long)(k_first + kt) * BK;
       // Synchronous math starts the loads first, so they are in flight during the MMAs; asynchronous
       // math starts its MMAs first, issues the loads while the tensor cores work, then waits for the
       // previous tile's MMAs only.
       if constexpr (!Math::kAsyncMath) refill();
-      math.compute(sA + stage * LoadA::STAGE_ELEMS, sB + stage * LoadB::STAGE_ELEMS,
-                   k_left < BK ? int(k_left) : BK);
+      math.compute(stage_a(stage), stage_b(stage), k_left < BK ? int(k_left) : BK);
       if constexpr (kEarlyRefill) {
         math.template wait<1>();   // this warpgroup's MMAs of tile kt - 1 are done ...
-        __syncthreads();           // ... and every warpgroup's: its stage, next_stage, is free
+        __syncthreads();           // ... and every warpgroup's: its stage, next % STAGES, is free
         refill();
       } else if constexpr (Math::kAsyncMath) {
         // The tile held in registers since the last iteration goes to its stage (whose MMAs were
@@ -162,14 +213,69 @@ struct Gett {
     if constexpr (Math::kAsyncMath) math.template wait<0>();
     cp_async_wait<0>();
     __syncthreads();
-    if constexpr (SPLIT == 1) {
-      epilogue(math, C, D, m0, n0, alpha, beta, tid);
-    } else {   // partial sums, laid out [split][l][m][n]: a fragment's lanes write whole sectors
-      Acc* out = partials + ((long long)split * P::L + l) * P::M * P::N;
-      math.for_each([&](int r, int c, Acc v) {
-        if (m0 + r < P::M && n0 + c < P::N) out[(m0 + r) * P::N + n0 + c] = v;
-      });
+  }
+
+  // Warp specialisation (WS): a producer warpgroup fills the stages while the THREADS math threads
+  // only wait for full stages and run their MMAs, so no CTA-wide barrier stands between tiles and the
+  // loads' address arithmetic and the operand ops leave the math warps' issue slots. Stage s has two
+  // mbarriers: full[s] (the producer's 128 threads arrive once their copies of a tile landed, and any
+  // op or transposition is done) and empty[s] (each math warp arrives once its MMAs on it are done).
+  // Loaders with work after the copies land (an op applied in place, or transposed blocks) wait for
+  // their copies LANDING tiles after issuing them; more would deadlock: the stage the producer waits
+  // to refill is released only once the math threads have the tile after it.
+  static constexpr bool kWorkOnLanding = LoadA::kHasOp || LoadB::kHasOp || LoadA::kTransposes || LoadB::kTransposes;
+  static constexpr int LANDING = STAGES - 2;
+  static constexpr int LANDING_BATCH = 4;   // vectors transformed at a time (the producer has registers to spare)
+
+  __device__ __forceinline__ static void produce(const typename P::TA* __restrict__ A,
+                                                 const typename P::TB* __restrict__ B, long long m0, long long n0,
+                                                 int k_first, int k_tiles, int ptid, unsigned long long* full,
+                                                 unsigned long long* empty) {
+    static_assert(LoadA::kAsync && LoadB::kAsync, "the producer copies both operands asynchronously");
+    static_assert(!kWorkOnLanding || LANDING >= 1, "ops or transpositions in the producer need 3 stages");
+    LoadA load_a;
+    LoadB load_b;
+    load_a.init(A, m0, P::M, P::K, ptid);
+    load_b.init(B, n0, P::N, P::K, ptid);
+    const int last = k_tiles + (kWorkOnLanding ? LANDING : 0);
+    for (int t = 0; t < last; ++t) {
+      if (t < k_tiles) {
+        const int s = t % STAGES;
+        if (t >= STAGES) mbarrier_wait(&empty[s], ((t / STAGES) & 1) ^ 1);   // its last tile's MMAs are done
+        load_a.issue(stage_a(s), k_first + t);
+        load_b.issue(stage_b(s), k_first + t);
+        if constexpr (kWorkOnLanding) cp_async_commit(); else mbarrier_arrive_on_copies(&full[s]);
+      }
+      if constexpr (kWorkOnLanding) {
+        const int u = t - LANDING;
+        if (u < 0) continue;
+        if (t < k_tiles) cp_async_wait<LANDING>(); else cp_async_wait<0>();
+        const int s = u % STAGES;
+        load_a.template transform<LANDING_BATCH>(stage_a(s), k_first + u);
+        load_b.template transform<LANDING_BATCH>(stage_b(s), k_first + u);
+        if constexpr (LoadA::kTransposes || LoadB::kTransposes) {
+          named_barrier_sync<2, PRODUCER_THREADS>();   // the blocks hold every producer thread's copies
+          load_a.template transpose<PRODUCER_THREADS / 32>(stage_a(s), ptid / 32, ptid % 32);
+          load_b.template transpose<PRODUCER_THREADS / 32>(stage_b(s), ptid / 32, ptid % 32);
+        }
+        mbarrier_arrive(&full[s]);
+      }
     }
+  }
+
+  __device__ __forceinline__ static void consume(Math& math, int k_tiles, unsigned long long* full,
+                                                 unsigned long long* empty) {
+    static_assert(Math::kAsyncMath, "warp specialisation feeds wgmma");
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % STAGES;
+      mbarrier_wait(&full[s], (kt / STAGES) & 1);
+      fence_proxy_async();   // the stage's generic-proxy writes, seen by wgmma's async proxy
+      math.compute(stage_a(s), stage_b(s), BK);
+      math.template wait<1>();   // this warp's MMAs of tile kt - 1 are done: release its stage
+      if (kt > 0 && threadIdx.x % 32 == 0) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
+    }
+    math.template wait<0>();
+    sync_math_threads();   // every warpgroup's MMAs are done before the epilogue reuses the stages
   }
 
   static constexpr int FAST = D_M_FAST ? BM : BN;   // the tile's extent along the walked dimension
@@ -202,7 +308,7 @@ struct Gett {
   __device__ __forceinline__ static void epilogue(const Math& math, const typename P::TC* __restrict__ C,
                                                   typename P::TD* __restrict__ D, long long m0, long long n0,
                                                   Acc alpha, Acc beta, int tid) {
-    extern __shared__ __align__(1024) unsigned char smem[];   // 1024: wgmma's swizzle atoms
+    unsigned char* smem = smem_base();
     Acc* tile = reinterpret_cast<Acc*>(smem);
     // Offsets of C and D along the fast dimension, in walk order, and along the slow one.
     Offset* fast_c = reinterpret_cast<Offset*>(smem + EPI_TILE_ALIGNED);
@@ -230,7 +336,7 @@ struct Gett {
       if (i < slow_extent) offsets(!D_M_FAST, i, slow_c[s], slow_d[s]);
     }
     math.for_each([&](int r, int c, Acc v) { tile[D_M_FAST ? tile_index(c, walk_of(r)) : tile_index(r, walk_of(c))] = v; });
-    __syncthreads();
+    sync_math_threads();
     // Box walks: a box lies wholly inside or outside the tile's rows (the planner's boxes tile M and N).
     const int fast_in = int(fast_extent - fast0 < FAST ? fast_extent - fast0 : FAST);
     const int slow_in = int(slow_extent - slow0 < SLOW ? slow_extent - slow0 : SLOW);

@@ -26,6 +26,7 @@ struct TileLoader {
   static constexpr bool kRowContig = ROW_CONTIG;
   static constexpr bool kAsync = ASYNC;
   static constexpr bool kSwizzle128 = SWIZZLE128;
+  static constexpr bool kHasOp = !Op::is_identity;
   static constexpr int PAD = SWIZZLE128 ? 0 : (16 / int(sizeof(T))) > 0 ? 16 / int(sizeof(T)) : 1;
   static constexpr int LD = ROW_CONTIG ? BR + PAD : BK + PAD;        // elements between shared rows
   static constexpr int STAGE_ELEMS = ROW_CONTIG ? BK * LD : BR * LD;
@@ -143,18 +144,31 @@ struct TileLoader {
 
   // Asynchronous loaders with an op: once K tile `kt` has landed in `stage`, apply the op to the
   // elements this thread copied (its own copies are visible to it after cp.async.wait_group);
-  // out-of-range elements go back to 0, since op(0) need not be 0. Call before the barrier.
+  // out-of-range elements go back to 0, since op(0) need not be 0. Call before the barrier. BATCH
+  // vectors are read before any is written back, so their shared-memory latencies overlap (the
+  // compiler cannot hoist a read above a store it cannot tell apart), at BATCH vectors of registers.
+  template <int BATCH = 1>
   __device__ __forceinline__ void transform(T* stage, int kt) {
     if constexpr (ASYNC && !Op::is_identity) {
       const long long k0 = (long long)kt * BK;
 #pragma unroll
-      for (int i = 0; i < ITERS; ++i) {
-        int r, kk;
-        coords(i, r, kk);
-        if (!in_tile(i)) continue;
-        const bool ok = row_ok[i] && k0 + kk < k_extent;
-        Vector* p = reinterpret_cast<Vector*>(stage + landing_index(r, kk));
-        *p = apply_op<Acc, Op>(*p, ok);
+      for (int first = 0; first < ITERS; first += BATCH) {
+        Vector v[BATCH];
+        bool ok[BATCH];
+#pragma unroll
+        for (int b = 0; b < BATCH && first + b < ITERS; ++b) {
+          int r, kk;
+          coords(first + b, r, kk);
+          ok[b] = row_ok[first + b] && k0 + kk < k_extent;
+          if (in_tile(first + b)) v[b] = *reinterpret_cast<const Vector*>(stage + landing_index(r, kk));
+        }
+#pragma unroll
+        for (int b = 0; b < BATCH && first + b < ITERS; ++b) {
+          int r, kk;
+          coords(first + b, r, kk);
+          if (in_tile(first + b))
+            *reinterpret_cast<Vector*>(stage + landing_index(r, kk)) = apply_op<Acc, Op>(v[b], ok[b]);
+        }
       }
     }
   }

@@ -259,6 +259,44 @@ def test_unknown_resources_keep_the_staged_kernel(monkeypatch):
     k = build_kernel(plan, "sm_90", KernelConfig("wgmma", 128, 256, 64, 4))
     assert len(compiled) == 1 and ", false, 1, true>;" in k.source and k.report.registers == -1
 
+@pytest.mark.parametrize("ops", ["none", "ab"])
+@pytest.mark.parametrize("notation", ["ab-ac-cb", "abcd-aebf-dfce", "abcd-eafb-fdec"])
+def test_warp_specialised_kernels_compile_without_spills(notation, ops):
+    """TCCG #12/#20/#28 patterns (K- and MN-major operands; #28's K box transposes 8 x 8 blocks) as
+    warp-specialised wgmma kernels: a producer warpgroup (384 threads in all), two mbarriers per stage
+    after the tiles, ops applied by the producer (no operand staged through registers), no spills."""
+    from gett.codegen import operand_layouts
+    from gett.config import KernelConfig
+    from gett.tiling import tile_plan
+    d, a_modes, b_modes = notation.split("-")
+    ext = dict(zip("abcdef", (72, 72, 72, 72, 72, 72)))
+    desc = {t: gett.TensorDescriptor(tuple(ext[x] for x in m), tuple(int(np.prod([ext[y] for y in m[:i]]))
+                                                                    for i in range(len(m))), dt)
+            for t, m, dt in (("A", a_modes, "f16"), ("B", b_modes, "f16"), ("C", d, "f16"))}
+    leaky = gett.ops.leaky_relu(0.01)
+    kw = dict(op_a=leaky, op_b=leaky, op_c=leaky) if ops == "ab" else {}
+    plan = gett.plan_contraction(desc["A"], a_modes, desc["B"], b_modes, desc["C"], d, **kw)
+    cfg = KernelConfig("wgmma", 128, 256, 64, 4, ws=True)
+    assert all(x.is_async for x in operand_layouts(tile_plan(plan, cfg), cfg))
+    k = build_kernel(plan, "sm_90", cfg)
+    assert k.threads == 384 and k.report.threads == 384 and cfg.key().endswith("_ws")
+    assert k.report.spill_stores == 0 and k.report.spill_loads == 0, k.report
+    assert k.shared_bytes == 4 * (128 + 256) * 64 * 2 + 4 * 16   # four stages, then 8 mbarriers
+    assert "__launch_bounds__(384, 1)" in k.source and k.source.count(", 64, 128, ") == 2   # loaders: 128 threads
+
+
+def test_warp_specialisation_needs_asynchronous_operands():
+    """A producer warpgroup only copies asynchronously: scalar-staged operands and other math paths are
+    refused with the reason, not compiled into a kernel that would read garbage."""
+    from gett.config import KernelConfig
+    with pytest.raises(ValueError, match="ws.*needs the wgmma path"):
+        KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32, ws=True).validate()
+    a, b, c = descriptors(300, 300, 300, "f16", "f32", "strided")
+    plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
+    with pytest.raises(ValueError, match="needs both operands copied asynchronously.*A staged, B staged"):
+        build_kernel(plan, "sm_90", KernelConfig("wgmma", 128, 128, 64, 3, ws=True))
+
+
 def test_wgmma_configurations_are_checked():
     from gett.config import KernelConfig
     for bad in (KernelConfig("wgmma", 96, 128, 64, 3), KernelConfig("wgmma", 128, 96, 64, 3),
@@ -277,6 +315,10 @@ def test_heuristic_uses_wgmma_only_on_hopper_for_large_gemms():
     big = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
     assert default_config(big, "sm_90").math == "wgmma"
     assert (default_config(big, "sm_90").bm, default_config(big, "sm_90").bn) == (128, 256)
+    assert default_config(big, "sm_90").ws   # a producer warpgroup, unless it would apply an op alone:
+    leaky = gett.plan_contraction(a, "mk", b, "kn", c, "mn", op_b=gett.ops.leaky_relu(0.01), op_c=gett.ops.relu)
+    assert not default_config(leaky, "sm_90").ws
+    assert default_config(gett.plan_contraction(a, "mk", b, "kn", c, "mn", op_c=gett.ops.relu), "sm_90").ws
     for arch in ("sm_80", "sm_100", None):
         assert default_config(big, arch).math == "mma16"
     a, b, c = descriptors(2048, 2048, 2048, "f32", "f32", "k-contig")   # 32-bit data: no wgmma path here

@@ -1,6 +1,7 @@
 """Generated kernels on the GPU against numpy in float64: random contractions of every dtype and path,
 outputs poisoned with NaN before each run and checked for full coverage, plus the edge cases of
 DESIGN.md (beta = 0 with NaN in C, in-place D = C, empty K, determinism)."""
+import itertools
 import re
 
 import numpy as np
@@ -110,14 +111,19 @@ def test_wgmma_random_contractions(dtype):
         pytest.skip("wgmma needs an sm_90 GPU")
     from gett.config import KernelConfig
 
-    @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(case=contractions(dtypes=(dtype,), out_dtypes={dtype: ("f32", dtype)}, max_elements=60000),
-           tile=st.sampled_from(WGMMA_TILES), stages=st.integers(3, 5), seed=st.integers(0, 2**31))
-    def inner(case, tile, stages, seed):
+           tile=st.sampled_from(WGMMA_TILES), stages=st.integers(3, 5), ws=st.booleans(),
+           seed=st.integers(0, 2**31))
+    def inner(case, tile, stages, ws, seed):
         if dtype == "bf16":   # torch views cannot have negative steps
             case.layouts = {t: (p, s, tuple(False for _ in f)) for t, (p, s, f) in case.layouts.items()}
-        config = KernelConfig("wgmma", tile[0], tile[1], 64, stages)
-        plan, got, expect = run_case(case, None, seed, config)
+        config = KernelConfig("wgmma", tile[0], tile[1], 64, stages, ws=ws)
+        try:
+            plan, got, expect = run_case(case, None, seed, config)
+        except ValueError as e:   # a producer warpgroup copies asynchronously only: staged scalars can't
+            assert ws and "warp specialisation needs both operands copied asynchronously" in str(e)
+            plan, got, expect = run_case(case, None, seed, KernelConfig("wgmma", tile[0], tile[1], 64, stages))
         assert plan.kernel().config.math == "wgmma"
         check(case, got, expect, 4e-3 if case.out_dtype == dtype else 2e-3)
     inner()
@@ -126,10 +132,12 @@ def test_wgmma_random_contractions(dtype):
 @pytest.mark.parametrize("a_modes,b_modes", [("mk", "kn"), ("km", "nk"), ("mk", "nk"), ("km", "kn")])
 @pytest.mark.parametrize("tile", [(128, 128), (128, 256)])
 @pytest.mark.parametrize("ops,stages", [("a", 3), ("ab", 4)])
-def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile, ops, stages):
+@pytest.mark.parametrize("ws,split", [(False, 1), (True, 1), (True, 3)], ids=["plain", "ws", "ws-split3"])
+def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile, ops, stages, ws, split):
     """Many K tiles through the pipeline, partial M/N/K tiles, K- and MN-major operands, ops on A (3
     stages: transformed in shared memory) or on A and B (4 stages: B staged through registers and
-    stored an iteration after its loads, A transformed in shared memory)."""
+    stored an iteration after its loads, A transformed in shared memory); warp-specialised (ws: the
+    producer warpgroup transforms both in place), also with K split over 3 CTAs."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("wgmma needs an sm_90 GPU")
     from gett.config import KernelConfig
@@ -140,8 +148,10 @@ def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile, ops, stage
     A, B = cp.asarray(a.astype(np.float16)), cp.asarray(b.astype(np.float16))
     D = cp.full((300, 270), np.nan, dtype=cp.float32)
     leaky = {"op_a": lambda x: x if x > 0 else 0.1 * x, "op_b": lambda x: x if x > 0 else 0.25 * x}
-    plan = gett.plan_contraction(A, a_modes, B, b_modes, D, "mn", config=KernelConfig("wgmma", *tile, 64, stages),
+    config = KernelConfig("wgmma", *tile, 64, stages, split_k=split, ws=ws)
+    plan = gett.plan_contraction(A, a_modes, B, b_modes, D, "mn", config=config,
                                  **{f"op_{t}": leaky[f"op_{t}"] for t in ops})
+    assert plan.kernel().config == config
     gett.contract(plan, 1.5, A, B, 0.0, D)
     a64, b64 = cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64)
     a64 = np.where(a64 > 0, a64, 0.1 * a64)
@@ -156,8 +166,9 @@ def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile, ops, stage
 
 @pytest.mark.parametrize("notation", ["abcd-eafb-fdec", "abcd-aebf-dfce", "abcd-eafd-fbec"])
 def test_wgmma_box_tiled_tccg_shapes(notation):
-    """TCCG #20/#28/#30 patterns at a small size: the K box of #28/#30 stages B's strided vectors
-    element by element into the swizzled tile."""
+    """TCCG #20/#28/#30 patterns at a small size: the K box of #28/#30 copies B's strided vectors as
+    whole chunks and transposes 8 x 8 blocks in shared memory (by every thread, or with ws by the
+    producer warpgroup alone)."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("wgmma needs an sm_90 GPU")
     from gett.config import KernelConfig
@@ -169,8 +180,8 @@ def test_wgmma_box_tiled_tccg_shapes(notation):
     B = cp.asarray(random_values(rng, int(np.prod([ext[x] for x in b])), "f16").reshape(
         [ext[x] for x in b[::-1]]).astype(np.float16)).transpose()
     D = cp.full([ext[x] for x in d[::-1]], np.nan, dtype=cp.float32).transpose()
-    for tile in ((128, 128), (128, 256)):
-        plan = gett.plan_contraction(A, a, B, b, D, d, config=KernelConfig("wgmma", *tile, 64, 3))
+    for tile, ws in itertools.product(((128, 128), (128, 256)), (False, True)):
+        plan = gett.plan_contraction(A, a, B, b, D, d, config=KernelConfig("wgmma", *tile, 64, 3, ws=ws))
         gett.contract(plan, 1.0, A, B, 0.0, D)
         expect = np.einsum(f"{a},{b}->{d}", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
         got = cp.asnumpy(D)

@@ -107,6 +107,8 @@ def test_corrupt_file_is_ignored_with_a_warning(text):
     {"bm": 48},                       # warp tile does not divide the tile
     {"stages": 1},
     {"bm": "64"},                     # wrong type
+    {"ws": 1},                        # a producer warpgroup is on or off
+    {"ws": True},                     # ... and only on the wgmma path
     {"colour": 3},                    # unknown field
 ])
 def test_invalid_config_is_ignored_with_a_warning(change):
@@ -190,6 +192,10 @@ def test_plan_with_ops_falls_back_to_the_entry_without_them():
     near = gett.plan_contraction(d((380, 256), None, "f16"), "mk", d((256, 256), None, "f16"), "kn",
                                  d((380, 256), None, "f16"), "mn", op_b=gett.ops.relu)
     assert plan_db.lookup(near, ARCH) == ODD
+    ws = KernelConfig("wgmma", 128, 256, 64, 4, ws=True)   # a producer warpgroup would apply op_a alone
+    plan_db.record(plain, ARCH, ws, 1.0)
+    assert plan_db.lookup(plan(op_a=gett.ops.relu), ARCH) == KernelConfig("wgmma", 128, 256, 64, 4)
+    assert plan_db.lookup(plan(op_c=gett.ops.relu), ARCH) == ws
 
 
 def test_key_is_stable_across_processes():
