@@ -274,7 +274,7 @@ def test_warp_specialised_kernels_compile_without_spills(notation, ops):
                                                                     for i in range(len(m))), dt)
             for t, m, dt in (("A", a_modes, "f16"), ("B", b_modes, "f16"), ("C", d, "f16"))}
     leaky = gett.ops.leaky_relu(0.01)
-    kw = dict(op_a=leaky, op_b=leaky, op_c=leaky) if ops == "ab" else {}
+    kw = {"op_a": leaky, "op_b": leaky, "op_c": leaky} if ops == "ab" else {}
     plan = gett.plan_contraction(desc["A"], a_modes, desc["B"], b_modes, desc["C"], d, **kw)
     cfg = KernelConfig("wgmma", 128, 256, 64, 4, ws=True)
     assert all(x.is_async for x in operand_layouts(tile_plan(plan, cfg), cfg))
