@@ -202,6 +202,14 @@ def check_epilogue(plan, subscripts, A, B, C, D):
     assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < tol
 
 
+def epilogue_args(source: str) -> dict:
+    """The epilogue's template arguments of a generated kernel: walk box (tx, ty), vector width, and the
+    crossing walk's run and cross."""
+    args = re.search(r"using Kernel = gett::Gett<([^;]*)>;", source).group(1).split(", ")
+    return {"m_fast": args[12] == "true", "tx": int(args[13]), "ty": int(args[14]), "vector": int(args[16]),
+            "run": int(args[17]), "cross": int(args[18])}
+
+
 @pytest.mark.parametrize("out", ["f16", "f32"])
 @pytest.mark.parametrize("d_extent", [8, 5])
 def test_epilogue_crossing_walk(out, d_extent):
@@ -218,15 +226,9 @@ def test_epilogue_crossing_walk(out, d_extent):
     A, B, C = tensor("dega", "f16"), tensor("gfbc", "f16"), tensor("abcdef", out)
     D = cp.full(C.shape[::-1], np.nan, dtype=C.dtype).transpose()
     plan = gett.plan_contraction(A, "dega", B, "gfbc", C, "abcdef", beta=0.5, op_c=lambda x: 2 * x)
-    cross = re.search(r", 24, (\d+)>;", plan.kernel().source)   # EPI_RUN 24, then EPI_CROSS columns
-    assert cross and int(cross.group(1)) > 1
+    args = epilogue_args(plan.kernel().source)   # runs of 24 rows, then EPI_CROSS columns
+    assert args["run"] == 24 and args["cross"] > 1
     check_epilogue(plan, "dega,gfbc->abcdef", A, B, C, D)
-
-
-def epilogue_args(source: str) -> dict:
-    """The epilogue's template arguments of a generated kernel: walk box (tx, ty) and vector width."""
-    args = re.search(r"using Kernel = gett::Gett<([^;]*)>;", source).group(1).split(", ")
-    return {"m_fast": args[12] == "true", "tx": int(args[13]), "ty": int(args[14]), "vector": int(args[16])}
 
 
 @pytest.mark.parametrize("out", ["f16", "f32"])
