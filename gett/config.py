@@ -209,6 +209,9 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
         if scalar == 0 and bm == bn == 128 and plan.k >= 256:
             return replace(cfg, wn=64)   # 4 warps of 64x64: +40% on #12, +20% on #21
         if scalar == 0 and 64 < m <= 96 and plan.k <= 128:   # one 96-row tile holds all of M: +13-24% on #9-11
+            short = KernelConfig("wgmma", 128, 128, 64, 3)
+            if has_wgmma(arch) and n >= 128 and _staged(plan, short) == 0:
+                return short   # H100 (tile_sweep, 2026-11-22): #9 71.6 -> 59.8 us, #10 70.0 -> 65.1, #11 even
             return KernelConfig(path, 96, 128, 32, 4, wm=32, wn=64)
         if scalar == 0 and 32 < m <= 64 and plan.k <= 128:
             return KernelConfig(path, 64, 64, 32, 4, wm=32, wn=32)   # short M and K: +40% on #9 (M = 72 then)

@@ -48,12 +48,17 @@ def _thread_shapes(path: str, bm: int, bn: int) -> list:
 
 
 def _closeness(cfg: KernelConfig, base: KernelConfig) -> tuple:
-    """Order candidates nearest the heuristic first, so a short budget times the likeliest ones."""
+    """Order candidates nearest the heuristic first, so a short budget times the likeliest ones. Another
+    math path counts as one step (wgmma has no warp tile to compare: without this, log2(1/32) twice
+    put every wgmma tile behind all mma.sync ones, and #9's best, a wgmma tile, was never timed)."""
     def log2(a, b):
         return abs(math.log2(max(a, 1) / max(b, 1)))
+    if (cfg.wm or cfg.tm) and (base.wm or base.tm):
+        shape = log2(cfg.wm or cfg.tm, base.wm or base.tm) + log2(cfg.wn or cfg.tn, base.wn or base.tn)
+    else:
+        shape = float(cfg.math != base.math)
     return (log2(cfg.bm, base.bm) + log2(cfg.bn, base.bn) + log2(cfg.bk, base.bk)
-            + abs(cfg.stages - base.stages) + log2(cfg.wm or cfg.tm, base.wm or base.tm)
-            + log2(cfg.wn or cfg.tn, base.wn or base.tn) + log2(cfg.split_k, base.split_k)
+            + abs(cfg.stages - base.stages) + shape + log2(cfg.split_k, base.split_k)
             + 0.5 * (cfg.ws != base.ws), cfg.key())
 
 

@@ -2,6 +2,7 @@
 corrupt files ignored with a warning, concurrent writers, atomic writes, the near-identical-shape rule,
 key stability across processes, build_kernel's use of a hit, and behaviour without a GPU."""
 import json
+import math
 import multiprocessing
 import os
 import subprocess
@@ -240,6 +241,16 @@ def test_candidates_are_valid_and_compile_in_parallel():
     from gett import kernel_cache
     kernel_cache.clear_memory_cache()   # the workers' cubins must be found on disk, not in this process
     assert all(build_kernel(plan, ARCH, cfg).report.from_cache for cfg in configs[1:3])
+
+
+def test_candidates_reach_across_math_paths():
+    """A wgmma tile is as near an mma.sync heuristic as its tile sizes and stages make it (wgmma has no
+    warp tile: comparing it as 0 put every wgmma tile behind all mma.sync ones)."""
+    base = KernelConfig("mma16", 96, 128, 32, 4, wm=32, wn=64)
+    wgmma = KernelConfig("wgmma", 128, 128, 64, 3)
+    near = tuner._closeness(wgmma, base)[0]   # 128/96 rows, twice the depth, a stage fewer, another path
+    assert abs(near - (math.log2(128 / 96) + 3)) < 1e-9
+    assert near < tuner._closeness(KernelConfig("mma16", 32, 32, 32, 2, wm=32, wn=32), base)[0]
 
 
 @pytest.mark.skipif(has_gpu(), reason="checks the behaviour without a GPU")
