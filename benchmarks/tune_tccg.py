@@ -9,7 +9,8 @@ warm-up, each result checked against a float64 reference. It prints both times a
 then the geomean of heuristic speed over tuned speed (issue #6's goal: at least 0.90).
 
 The heuristic is timed with no database at all: the shipped one is ignored and the user database starts
-empty (an existing file is moved aside to ``<file>.bak``), and every heuristic time is taken before any
+empty (an existing file is moved aside to ``<file>.bak`` and put back at the end, so the tuning entries
+steer no later run on the machine), and every heuristic time is taken before any
 tuning, so no tuned entry of a near-identical shape (found by family) stands in for the heuristic.
 ``--out`` receives the tuned entries whose configuration differs from the heuristic's and beats it by
 more than ``--margin``: what the shipped database is for. Without a GPU it says so and exits 0.
@@ -62,19 +63,31 @@ def main(argv=None) -> int:
     except (ImportError, RuntimeError) as e:   # no CuPy, driver or device (CUDARuntimeError is one)
         print(f"no GPU ({type(e).__name__}); nothing to tune")
         return 0
-    import numpy
-
-    from gett import plan_db, tuner
+    from gett import plan_db
     from gett.kernel import current_arch
-    from tccg_suite.data import make_buffers, reference
-    from tccg_suite.suite import parse_ids, select
 
     arch = current_arch()
     plan_db.shipped_path = lambda arch: None   # the heuristic alone, then what tuning adds to it
     user = plan_db.user_path(arch)
+    saved = user.with_name(user.name + ".bak")
     if user.exists():
-        user.replace(user.with_name(user.name + ".bak"))
+        user.replace(saved)
     plan_db.clear_memory_cache()
+    try:
+        return _tune(args, arch, user)
+    finally:   # the tuning entries must not steer later runs on this machine: the user's own file returns
+        user.unlink(missing_ok=True)
+        if saved.exists():
+            saved.replace(user)
+        plan_db.clear_memory_cache()
+
+
+def _tune(args, arch, user) -> int:
+    import numpy
+
+    from gett import plan_db, tuner
+    from tccg_suite.data import make_buffers, reference
+    from tccg_suite.suite import parse_ids, select
     cases = []
     for c in select(parse_ids(args.only)):   # every heuristic time before any tuning
         buf = make_buffers(c, numpy.float16, seed=1)
