@@ -18,6 +18,7 @@ more than ``--margin``: what the shipped database is for. Without a GPU it says 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -68,14 +69,23 @@ def main(argv=None) -> int:
 
     arch = current_arch()
     plan_db.shipped_path = lambda arch: None   # the heuristic alone, then what tuning adds to it
+    with user_database_aside(arch) as user:
+        return _tune(args, arch, user)
+
+
+@contextlib.contextmanager
+def user_database_aside(arch):
+    """Yield the path of an empty user plan database for ``arch``; the user's own file (moved to
+    ``<file>.bak`` meanwhile) is back afterwards, so the tuning entries steer no later run."""
+    from gett import plan_db
     user = plan_db.user_path(arch)
     saved = user.with_name(user.name + ".bak")
     if user.exists():
         user.replace(saved)
     plan_db.clear_memory_cache()
     try:
-        return _tune(args, arch, user)
-    finally:   # the tuning entries must not steer later runs on this machine: the user's own file returns
+        yield user
+    finally:
         user.unlink(missing_ok=True)
         if saved.exists():
             saved.replace(user)

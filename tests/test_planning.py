@@ -264,3 +264,27 @@ def test_benchmark_refuses_a_cold_time_that_did_not_compile(tmp_path, monkeypatc
             bench.measure_one(c, PRECISIONS["f16"], ARCH, 0.0, tmp_path, warm_repeat=1, cached_repeat=1)
     finally:
         clear_in_process()
+
+
+def test_tuning_benchmark_puts_the_user_database_back(tmp_path, monkeypatch):
+    """benchmarks/tune_tccg.py tunes into an empty user plan database and restores the user's own file
+    afterwards, even when tuning fails: its entries once overrode the shipped database in later runs."""
+    from gett.config import KernelConfig
+    spec = importlib.util.spec_from_file_location("tune_benchmark", REPO / "benchmarks" / "tune_tccg.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setenv("GETT_CACHE_DIR", str(tmp_path))
+    user = plan_db.user_path("sm_90")
+    user.parent.mkdir(parents=True)
+    user.write_text('{"version": 1, "entries": {}}')
+    mine = user.read_text()
+    with pytest.raises(RuntimeError, match="tuning failed"):
+        with module.user_database_aside("sm_90") as path:
+            assert path == user and not path.exists()
+            d = gett.TensorDescriptor
+            plan = gett.plan_contraction(d((64, 64), None, "f16"), "mk", d((64, 64), None, "f16"), "kn",
+                                         d((64, 64), None, "f16"), "mn")
+            plan_db.record(plan, "sm_90", KernelConfig("mma16", 64, 64, 32, 3, wm=32, wn=32), 1.0)
+            assert path.exists()
+            raise RuntimeError("tuning failed")
+    assert user.read_text() == mine and not user.with_name(user.name + ".bak").exists()
