@@ -278,13 +278,12 @@ def test_tuning_benchmark_puts_the_user_database_back(tmp_path, monkeypatch):
     user.parent.mkdir(parents=True)
     user.write_text('{"version": 1, "entries": {}}')
     mine = user.read_text()
-    with pytest.raises(RuntimeError, match="tuning failed"):
-        with module.user_database_aside("sm_90") as path:
-            assert path == user and not path.exists()
-            d = gett.TensorDescriptor
-            plan = gett.plan_contraction(d((64, 64), None, "f16"), "mk", d((64, 64), None, "f16"), "kn",
-                                         d((64, 64), None, "f16"), "mn")
-            plan_db.record(plan, "sm_90", KernelConfig("mma16", 64, 64, 32, 3, wm=32, wn=32), 1.0)
-            assert path.exists()
-            raise RuntimeError("tuning failed")
+    with pytest.raises(RuntimeError, match="tuning failed"), module.user_database_aside("sm_90") as path:
+        assert path == user and not path.exists()
+        d = gett.TensorDescriptor
+        plan = gett.plan_contraction(d((64, 64), None, "f16"), "mk", d((64, 64), None, "f16"), "kn",
+                                     d((64, 64), None, "f16"), "mn")
+        plan_db.record(plan, "sm_90", KernelConfig("mma16", 64, 64, 32, 3, wm=32, wn=32), 1.0)
+        assert path.exists()
+        raise RuntimeError("tuning failed")
     assert user.read_text() == mine and not user.with_name(user.name + ".bak").exists()
