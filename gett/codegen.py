@@ -216,7 +216,6 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
                          f"(A {'async' if la.is_async else 'staged'}, B {'async' if lb.is_async else 'staged'})")
     smem = shared_bytes(plan, cfg, la, lb)
     threads = cfg.threads
-    load_threads = 128 if cfg.ws else cfg.math_threads   # the producer warpgroup loads alone
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)
     epi_v = epilogue_vector(plan, cfg, m_fast, epi_tx)
     epi_run, epi_cross = epilogue_cross(plan, cfg, m_fast, epi_tx)
@@ -244,7 +243,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
 
     def loader(t, layout, rows_group, rows, op):
         return (f"gett::TileLoader<Problem::T{t}, {acc}, Problem::Offset, Problem::Index{rows_group}, "
-                f"Problem::IndexK, Problem::{t}{rows_group}, Problem::{t}K, {op}, {rows}, {cfg.bk}, {load_threads}, "
+                f"Problem::IndexK, Problem::{t}{rows_group}, Problem::{t}K, {op}, {rows}, {cfg.bk}, {cfg.load_threads}, "
                 f"{'true' if layout.row_contig else 'false'}, {layout.vector}, "
                 f"{'true' if layout.is_async else 'false'}, {layout.step}, "
                 f"{'true' if cfg.math == 'wgmma' else 'false'}>")

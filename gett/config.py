@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt")
+PRODUCER_THREADS = 128   # the producer warpgroup of a warp-specialised (ws) kernel
 WGMMA_N = (64, 128, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
 
 
@@ -45,9 +46,14 @@ class KernelConfig:
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
 
     @property
+    def load_threads(self) -> int:
+        """The threads that copy A and B into shared memory: the producer warpgroup with ``ws``."""
+        return PRODUCER_THREADS if self.ws else self.math_threads
+
+    @property
     def threads(self) -> int:
         """Threads per CTA: the math threads, plus the producer warpgroup with ``ws``."""
-        return self.math_threads + (128 if self.ws else 0)
+        return self.math_threads + (PRODUCER_THREADS if self.ws else 0)
 
     def validate(self) -> None:
         if self.math not in MATH_PATHS:
@@ -167,8 +173,14 @@ def _wgmma_tile(plan):
     if _scalar_staging(plan, small):
         return None
     if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0:
-        return replace(big, ws=plan.ops.op_a is None and plan.ops.op_b is None)
+        return replace(big, ws=not loads_have_ops(plan))
     return small
+
+
+def loads_have_ops(plan) -> bool:
+    """Whether A or B has an elementwise op: then no producer warpgroup (ws), which would apply it alone
+    (measured slower, see _wgmma_tile)."""
+    return plan.ops.op_a is not None or plan.ops.op_b is not None
 
 
 def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:

@@ -38,7 +38,7 @@ import warnings
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from .config import KernelConfig
+from .config import KernelConfig, loads_have_ops
 from .modes import GROUPS
 
 __all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "plan_key", "record",
@@ -255,7 +255,7 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     if config is None and plan.ops.has_unary_ops:
         hit = entries.get(plan_key(plan, arch, unary_ops=False))
         config = hit.config if hit is not None else nearest(unary_ops=False)
-        if config is not None and config.ws and (plan.ops.op_a is not None or plan.ops.op_b is not None):
+        if config is not None and config.ws and loads_have_ops(plan):
             config = replace(config, ws=False)
     return config
 
