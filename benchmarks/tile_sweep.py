@@ -82,7 +82,7 @@ def main(argv=None) -> int:
                 ms = median_ms(lambda i: gett.contract(plan, 1.0, buf.A, buf.B, beta, buf.C, buf.D), runs=args.runs)
                 r = plan.kernel_report
                 print(f"  {(cfg.key() if cfg else 'heuristic'):44s} {ms * 1e3:9.1f} µs  {roof_us / (ms * 1e3):5.1%}"
-                      f"  err {err:.1e}  regs {r.registers} smem {r.shared_bytes}")
+                      f"  err {err:.1e}  regs {r.registers} spills {r.spill_stores} smem {r.shared_bytes}")
             except Exception as e:   # a configuration that doesn't fit is reported, not fatal
                 print(f"  {(cfg.key() if cfg else 'heuristic'):44s} {type(e).__name__}: {str(e).splitlines()[0][:80]}")
     return 0

@@ -138,6 +138,20 @@ def epilogue_cross(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> tuple:
     return (run, cross) if cross > 1 else (fast_tile, 1)
 
 
+def ctas_per_sm(plan, cfg: KernelConfig) -> int:
+    """CTAs per SM the registers are capped for (``__launch_bounds__``' second argument). A kernel whose
+    K fits one tile is all loads and epilogue; with 64 accumulators or more a thread, ptxas takes ~105
+    registers (one CTA of 384 threads per SM), so ask for as many CTAs, up to 3, as still leave a
+    register per accumulator: one CTA's stores then overlap another's loads. mma.sync with 16-bit data
+    only, where it was measured (H100, TCCG K = 24: #31 70 -> 53 us at 2, #42 57 -> 46, #41 70 -> 63,
+    #35 49 -> 45 at 3; 384 threads at 3 spill, 2-3x slower)."""
+    threads = cfg.threads
+    accumulators = cfg.bm * cfg.bn // threads
+    if cfg.math != "mma16" or plan.k > cfg.bk or accumulators < 64:
+        return 1
+    return max(n for n in (1, 2, 3) if 65536 // (threads * n) >= accumulators)
+
+
 def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) -> int:
     """Dynamic shared memory of the kernel; mirrors gett::Gett::SMEM_BYTES (the TU static_asserts it)."""
     def stage_elems(layout, rows, itemsize):
@@ -145,11 +159,12 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) ->
         return cfg.bk * (rows + pad) if layout.row_contig else rows * (cfg.bk + pad)
     ia = plan.descriptors["A"].dtype.itemsize
     ib = plan.descriptors["B"].dtype.itemsize
-    pipe = cfg.stages * (stage_elems(a, cfg.bm, ia) * ia + stage_elems(b, cfg.bn, ib) * ib)
-    acc = plan.compute_type.accumulator.itemsize
+    k_tiles = -(-max(-(-plan.k // cfg.bk), 1) // cfg.split_k)   # K tiles of one CTA: USED_STAGES
+    pipe = min(cfg.stages, k_tiles) * (stage_elems(a, cfg.bm, ia) * ia + stage_elems(b, cfg.bn, ib) * ib)
+    te = plan.descriptors["D"].dtype.itemsize   # the epilogue tile holds C, then D (one type)
     fast, tx, _ = epilogue_walk(plan, cfg)
-    pad = max(16 // acc, 1) if tx > 1 or epilogue_vector(plan, cfg, fast, tx) > 1 else 1   # EPI_PAD
-    tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + pad) * acc
+    pad = max(16 // te, 1) if tx > 1 or epilogue_vector(plan, cfg, fast, tx) > 1 else 1   # EPI_PAD
+    tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + pad) * te
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
     if cfg.ws:   # two 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)
@@ -203,9 +218,10 @@ def _semiring(plan, acc: str) -> str:
     return "\n".join(parts)
 
 
-def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
+def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers: bool = True) -> tuple:
     """Return (source, shared_bytes, threads) of the translation unit for ``plan`` under ``cfg``
-    (``stage_ops``: see :func:`operand_layouts`)."""
+    (``stage_ops``: see :func:`operand_layouts`; ``cap_registers``: launch bounds for
+    :func:`ctas_per_sm` CTAs per SM, else for one)."""
     cfg.validate()
     d = plan.descriptors
     acc = _ACC_CTYPE[plan.compute_type.name]
@@ -284,7 +300,7 @@ static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared 
 static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on threads per CTA");
 }}  // namespace
 
-extern "C" __global__ void __launch_bounds__({threads}, 1) {KERNEL_NAME}(
+extern "C" __global__ void __launch_bounds__({threads}, {ctas_per_sm(plan, cfg) if cap_registers else 1}) {KERNEL_NAME}(
     const Problem::TA* A, const Problem::TB* B, const Problem::TC* C, Problem::TD* D,
     Problem::Acc* partials, Problem::Acc alpha, Problem::Acc beta) {{
   Kernel::run(A, B, C, D, partials, alpha, beta);

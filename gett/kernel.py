@@ -113,33 +113,40 @@ class KernelSource:
 
 def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel:
     """Compile ``plan``'s kernel for ``arch`` (see :func:`kernel_source` for the configuration chosen).
-    Where staging an operand through registers for its op makes the kernel spill, the op is applied in
-    shared memory instead (:func:`gett.codegen.operand_layouts`). Unknown resources (-1: NVRTC answered
-    from the CUDA driver's compute cache, which skips ptxas and its report) keep the staged kernel."""
-    kernel = compile_source(kernel_source(plan, arch, config), arch)
-    if kernel.report.spill_stores > 0 or kernel.report.spill_loads > 0:
-        unstaged = kernel_source(plan, arch, config, stage_ops=False)
-        if unstaged.source != kernel.source:
-            kernel = compile_source(unstaged, arch)
+    Where the kernel spills, it is rebuilt asking less of the registers until one does not (or nothing
+    is left to relax): first without the cap for several CTAs per SM (:func:`gett.codegen.ctas_per_sm`),
+    then also with ops applied in shared memory instead of staging an operand through registers
+    (:func:`gett.codegen.operand_layouts`). Unknown resources (-1: NVRTC answered from the CUDA driver's
+    compute cache, which skips ptxas and its report) count as no spills."""
+    kernel = None
+    for relaxed in ({}, {"cap_registers": False}, {"cap_registers": False, "stage_ops": False}):
+        ks = kernel_source(plan, arch, config, **relaxed)
+        if kernel is not None and ks.source == kernel.source:
+            continue
+        kernel = compile_source(ks, arch)
+        if kernel.report.spill_stores <= 0 and kernel.report.spill_loads <= 0:
+            break
     return kernel
 
 
-def kernel_source(plan, arch: str, config: KernelConfig = None, stage_ops: bool = True) -> KernelSource:
+def kernel_source(plan, arch: str, config: KernelConfig = None, stage_ops: bool = True,
+                  cap_registers: bool = True) -> KernelSource:
     """Render ``plan``'s kernel for ``arch`` with the first of: ``config``, the plan's override, the plan
     database's entry (:func:`gett.plan_db.lookup`), the heuristic; lowering the pipeline depth until the
-    shared memory fits the architecture."""
+    shared memory fits the architecture (``stage_ops``, ``cap_registers``: see
+    :func:`gett.codegen.render_kernel`)."""
     from .plan_db import lookup
     tuned = None if config or plan.config_override else lookup(plan, arch)
     cfg = config or plan.config_override or tuned or default_config(plan, arch)
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
     tiled = tile_plan(plan, cfg)
-    source, smem, threads = render_kernel(tiled, cfg, stage_ops)
+    source, smem, threads = render_kernel(tiled, cfg, stage_ops, cap_registers)
     while smem > limit and cfg.stages > cfg.min_stages:
         cfg = KernelConfig(**{**cfg.__dict__, "stages": cfg.stages - 1})
-        source, smem, threads = render_kernel(tiled, cfg, stage_ops)
+        source, smem, threads = render_kernel(tiled, cfg, stage_ops, cap_registers)
     if smem > limit and tuned:   # a database entry that doesn't fit here must not break the plan
         warnings.warn(f"gett: tuned configuration {tuned.key()} does not fit {arch}; using the heuristic")
-        return kernel_source(plan, arch, default_config(plan, arch), stage_ops)
+        return kernel_source(plan, arch, default_config(plan, arch), stage_ops, cap_registers)
     if smem > limit:
         raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
     return KernelSource(f"// device headers {headers_digest()}\n{source}", f"gett_{cfg.key()}.cu", cfg, smem,

@@ -37,13 +37,20 @@ struct Gett {
   using Offset = typename P::Offset;
   static constexpr int A_STAGE_BYTES = LoadA::STAGE_ELEMS * int(sizeof(typename P::TA));
   static constexpr int B_STAGE_BYTES = LoadB::STAGE_ELEMS * int(sizeof(typename P::TB));
-  static constexpr int PIPE_BYTES = STAGES * (A_STAGE_BYTES + B_STAGE_BYTES);
+  // Stages that can ever hold a tile: a CTA runs at most k_tiles_per_split K tiles (K = 24 fills one).
+  static constexpr int K_TILES_PER_SPLIT = int(((P::K + BK - 1) / BK + SPLIT - 1) / SPLIT);
+  static constexpr int USED_STAGES = K_TILES_PER_SPLIT < 1 ? 1 : K_TILES_PER_SPLIT < STAGES ? K_TILES_PER_SPLIT : STAGES;
+  static constexpr int PIPE_BYTES = USED_STAGES * (A_STAGE_BYTES + B_STAGE_BYTES);
+  // The epilogue tile holds C, then D, as they are stored (half the bytes of f32 accumulators for 16-bit
+  // data); the planner gives C and D one type.
+  using TE = typename P::TD;
+  static_assert(SameType<typename P::TC, typename P::TD>::value, "C and D have one type");
   // Pitch of the epilogue tile: odd for plain scalar walks (column walks hit all banks); for vector and
   // box walks 16 bytes of pad, so rows stay 16-byte aligned for vector reads while the fragment stores
   // of neighbouring rows or columns still fall in different banks.
-  static constexpr int EPI_PAD = EPI_V > 1 || EPI_TX > 1 ? 16 / int(sizeof(Acc)) : 1;
+  static constexpr int EPI_PAD = EPI_V > 1 || EPI_TX > 1 ? 16 / int(sizeof(TE)) : 1;
   static constexpr int EPI_LD = (D_M_FAST ? BM : BN) + EPI_PAD;
-  static constexpr int EPI_TILE_BYTES = (D_M_FAST ? BN : BM) * EPI_LD * int(sizeof(Acc));
+  static constexpr int EPI_TILE_BYTES = (D_M_FAST ? BN : BM) * EPI_LD * int(sizeof(TE));
   static constexpr int EPI_TILE_ALIGNED = (EPI_TILE_BYTES + 15) / 16 * 16;
   static constexpr int EPI_BYTES = EPI_TILE_ALIGNED + 2 * (BM + BN) * int(sizeof(Offset));
   static constexpr int TILE_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
@@ -128,7 +135,7 @@ struct Gett {
     return reinterpret_cast<typename P::TA*>(smem_base()) + s * LoadA::STAGE_ELEMS;
   }
   __device__ __forceinline__ static typename P::TB* stage_b(int s) {
-    return reinterpret_cast<typename P::TB*>(smem_base() + STAGES * A_STAGE_BYTES) + s * LoadB::STAGE_ELEMS;
+    return reinterpret_cast<typename P::TB*>(smem_base() + USED_STAGES * A_STAGE_BYTES) + s * LoadB::STAGE_ELEMS;
   }
   // A barrier over the threads that compute and store the tile (all of them unless warp-specialised).
   __device__ __forceinline__ static void sync_math_threads() {
@@ -299,17 +306,20 @@ struct Gett {
   // walks also XOR a position's chunk (bits above the 16-byte chunk, below 128 bytes) with the next
   // three bits: the fragment stores, whose lanes hold fast coordinates EPI_TY walk positions apart,
   // then spread over eight chunks instead of two (a bijection: the XOR reads bits it does not change).
-  static constexpr int EPI_CHUNK = 16 / int(sizeof(Acc)) > 0 ? 16 / int(sizeof(Acc)) : 1;
+  static constexpr int EPI_CHUNK = 16 / int(sizeof(TE)) > 0 ? 16 / int(sizeof(TE)) : 1;
   __device__ __forceinline__ static int tile_index(int s, int w) {
     if constexpr (kBox && FAST % (8 * EPI_CHUNK) == 0) w ^= (w / (8 * EPI_CHUNK) % 8) * EPI_CHUNK;
     return s * EPI_LD + w;
   }
 
+  // D = op_out(alpha * acc + beta * op_c(C)) through the tile, in three passes: C comes in along the
+  // walk (coalesced, only when beta != 0), the accumulators are combined with it where the fragments
+  // hold them, and D goes out along the walk.
   __device__ __forceinline__ static void epilogue(const Math& math, const typename P::TC* __restrict__ C,
                                                   typename P::TD* __restrict__ D, long long m0, long long n0,
                                                   Acc alpha, Acc beta, int tid) {
     unsigned char* smem = smem_base();
-    Acc* tile = reinterpret_cast<Acc*>(smem);
+    TE* tile = reinterpret_cast<TE*>(smem);
     // Offsets of C and D along the fast dimension, in walk order, and along the slow one.
     Offset* fast_c = reinterpret_cast<Offset*>(smem + EPI_TILE_ALIGNED);
     Offset* fast_d = fast_c + FAST;
@@ -335,36 +345,61 @@ struct Gett {
       const long long i = slow0 + s;
       if (i < slow_extent) offsets(!D_M_FAST, i, slow_c[s], slow_d[s]);
     }
-    math.for_each([&](int r, int c, Acc v) { tile[D_M_FAST ? tile_index(c, walk_of(r)) : tile_index(r, walk_of(c))] = v; });
-    sync_math_threads();
     // Box walks: a box lies wholly inside or outside the tile's rows (the planner's boxes tile M and N).
     const int fast_in = int(fast_extent - fast0 < FAST ? fast_extent - fast0 : FAST);
     const int slow_in = int(slow_extent - slow0 < SLOW ? slow_extent - slow0 : SLOW);
-    if constexpr (EPI_V > 1) {
-      store_vectors(tile, fast_c, fast_d, slow_c, slow_d, C, D, fast_in, slow_in, alpha, beta, read_c, tid);
-      return;
+    if (read_c) {
+      sync_math_threads();   // the offsets are in place
+      for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
+        const VC from_c = *reinterpret_cast<const VC*>(C + fast_c[w] + slow_c[s]);
+        Vec<TE, EPI_V> x;
+#pragma unroll
+        for (int i = 0; i < EPI_V; ++i) x.v[i] = convert<TE>(from_c.v[i]);
+        write_tile(tile, s, w, tid, x);
+      });
+      sync_math_threads();
     }
-    // CHUNK elements per thread at a time: their loads of C are all in flight before the first store.
-    constexpr int PER_THREAD = BM * BN / THREADS;
-    constexpr int CHUNK = PER_THREAD < 8 ? PER_THREAD : 8;
-    static_assert(BM * BN % THREADS == 0 && PER_THREAD % CHUNK == 0, "epilogue work must split evenly");
-    for (int first = 0; first < PER_THREAD; first += CHUNK) {
-      int w[CHUNK], s[CHUNK];
-      bool inside[CHUNK];
-      Acc from_c[CHUNK];
+    combine(math, tile, alpha, beta, read_c);
+    sync_math_threads();
+    for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
+      const Vec<TE, EPI_V> x = read_tile(tile, s, w, tid);
+      VD out;
 #pragma unroll
-      for (int u = 0; u < CHUNK; ++u) {
-        walk_position(tid + (first + u) * THREADS, w[u], s[u]);
-        inside[u] = fast_coordinate(w[u]) < fast_in && s[u] < slow_in;
-        from_c[u] = read_c && inside[u] ? convert<Acc>(C[fast_c[w[u]] + slow_c[s[u]]]) : zero<Acc>();
-      }
-#pragma unroll
-      for (int u = 0; u < CHUNK; ++u) {
-        if (!inside[u]) continue;
-        Acc v = alpha * tile[tile_index(s[u], w[u])];
-        if (read_c) v = v + beta * OpC{}(from_c[u]);
-        D[fast_d[w[u]] + slow_d[s[u]]] = convert<typename P::TD>(OpOut{}(v));
-      }
+      for (int i = 0; i < EPI_V; ++i) out.v[i] = convert<typename P::TD>(x.v[i]);
+      *reinterpret_cast<VD*>(D + fast_d[w] + slow_d[s]) = out;
+    });
+  }
+
+  // Where accumulator (r, c) of the tile sits in the epilogue tile.
+  __device__ __forceinline__ static int tile_position(int r, int c) {
+    return D_M_FAST ? tile_index(c, walk_of(r)) : tile_index(r, walk_of(c));
+  }
+  // With N the fast dimension of a plain walk, a fragment's two neighbouring columns are neighbours in
+  // the tile: one store per pair. (With M fast, movmatrix could make them
+  // neighbouring rows, but measured slower than single 16-bit stores: #40 51 vs 42 us, H100.)
+  static constexpr bool kPairs = Math::kColumnPairs && !kBox && !D_M_FAST && EPI_LD % 2 == 0;
+
+  // D's value of every accumulator, alpha * acc + beta * op_c(C) through op_out (C read from the tile),
+  // written over its place in the tile.
+  __device__ __forceinline__ static void combine(const Math& math, TE* tile, Acc alpha, Acc beta, bool read_c) {
+    auto value = [&](int p, Acc v) {
+      Acc x = alpha * v;
+      if (read_c) x = x + beta * OpC{}(convert<Acc>(tile[p]));
+      return convert<TE>(OpOut{}(x));
+    };
+    if constexpr (kPairs) {
+      math.for_each_pair([&](int r, int c, Acc v0, Acc v1) {
+        const int p = tile_position(r, c);
+        Vec<TE, 2> x;
+        x.v[0] = value(p, v0);
+        x.v[1] = value(p + 1, v1);
+        *reinterpret_cast<Vec<TE, 2>*>(&tile[p]) = x;
+      });
+    } else {
+      math.for_each([&](int r, int c, Acc v) {
+        const int p = tile_position(r, c);
+        tile[p] = value(p, v);
+      });
     }
   }
 
@@ -381,53 +416,57 @@ struct Gett {
     }
   }
 
-  // The walk in vectors: EPI_V consecutive walk positions are consecutive elements of C and D (one
-  // offset lookup, one access each), along the fast dimension or, in a box walk, along its second
+  // The walk in vectors of EPI_V consecutive walk positions, which are consecutive elements of C and D
+  // (one offset lookup, one access each), along the fast dimension or, in a box walk, along its second
   // side. The tile's extents (and a box's second side) are multiples of EPI_V, so a vector is wholly
-  // inside or wholly outside.
-  __device__ __forceinline__ static void store_vectors(const Acc* tile, const Offset* fast_c, const Offset* fast_d,
-                                                       const Offset* slow_c, const Offset* slow_d,
-                                                       const typename P::TC* __restrict__ C,
-                                                       typename P::TD* __restrict__ D, int fast_in, int slow_in,
-                                                       Acc alpha, Acc beta, bool read_c, int tid) {
+  // inside or wholly outside: f(w, s) runs for each of this thread's vectors inside D.
+  using VC = Vec<typename P::TC, EPI_V>;
+  using VD = Vec<typename P::TD, EPI_V>;
+  template <class F>
+  __device__ __forceinline__ static void for_each_vector(int fast_in, int slow_in, int tid, F&& f) {
     static_assert(FAST % EPI_V == 0 && EPI_TY % EPI_V == 0, "vectors tile the walk");
     constexpr int PER_THREAD = BM * BN / EPI_V / THREADS;
     static_assert(BM * BN / EPI_V % THREADS == 0, "epilogue vectors must split evenly");
-    using VC = Vec<typename P::TC, EPI_V>;
-    using VD = Vec<typename P::TD, EPI_V>;
-#pragma unroll 2
+#pragma unroll 4
     for (int u = 0; u < PER_THREAD; ++u) {
       int w, s;
       walk_position((tid + u * THREADS) * EPI_V, w, s);
-      if (fast_coordinate(w) >= fast_in || s >= slow_in) continue;
-      VC from_c;
-      if (read_c) from_c = *reinterpret_cast<const VC*>(C + fast_c[w] + slow_c[s]);
-      // The tile's EPI_V accumulators, read 16 bytes at a time (rows are 16-byte aligned, EPI_PAD).
-      constexpr int CHUNK = EPI_V % EPI_CHUNK == 0 ? EPI_CHUNK : 1;
-      using Chunk = Vec<Acc, CHUNK>;
-      Vec<Acc, EPI_V> acc;
-      if constexpr (!kBox && EPI_V == 2 * CHUNK && CHUNK == EPI_CHUNK) {
-        // Two chunks each: lanes 4-7 of every eight read their second chunk first, so the eight lanes
-        // that share a wavefront cover all 32 banks once (in order, they would hit half of them twice;
-        // box walks get the same from tile_index's XOR).
-        const bool swap = tid / 4 % 2;
-        const Chunk first = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + (swap ? CHUNK : 0))]);
-        const Chunk second = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + (swap ? 0 : CHUNK))]);
-        *reinterpret_cast<Chunk*>(&acc.v[0]) = swap ? second : first;
-        *reinterpret_cast<Chunk*>(&acc.v[CHUNK]) = swap ? first : second;
-      } else {
+      if (fast_coordinate(w) < fast_in && s < slow_in) f(w, s);
+    }
+  }
+
+  // A vector's EPI_V tile elements, moved 16 bytes at a time where they fill such chunks (rows are
+  // 16-byte aligned, EPI_PAD). With two chunks each, lanes 4-7 of every eight take their second chunk
+  // first, so the eight lanes that share a wavefront cover all 32 banks once (in order, they would hit
+  // half of them twice; box walks get the same from tile_index's XOR).
+  static constexpr int VCHUNK = EPI_V % EPI_CHUNK == 0 ? EPI_CHUNK : 1;
+  static constexpr bool kSwapChunks = !kBox && EPI_V == 2 * VCHUNK && VCHUNK == EPI_CHUNK;
+  using Chunk = Vec<TE, VCHUNK>;
+  __device__ __forceinline__ static Vec<TE, EPI_V> read_tile(const TE* tile, int s, int w, int tid) {
+    Vec<TE, EPI_V> x;
+    if constexpr (kSwapChunks) {
+      const bool swap = tid / 4 % 2;
+      const Chunk first = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + (swap ? VCHUNK : 0))]);
+      const Chunk second = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + (swap ? 0 : VCHUNK))]);
+      *reinterpret_cast<Chunk*>(&x.v[0]) = swap ? second : first;
+      *reinterpret_cast<Chunk*>(&x.v[VCHUNK]) = swap ? first : second;
+    } else {
 #pragma unroll
-        for (int i = 0; i < EPI_V; i += CHUNK)
-          *reinterpret_cast<Chunk*>(&acc.v[i]) = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + i)]);
-      }
-      VD out;
+      for (int i = 0; i < EPI_V; i += VCHUNK)
+        *reinterpret_cast<Chunk*>(&x.v[i]) = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + i)]);
+    }
+    return x;
+  }
+  __device__ __forceinline__ static void write_tile(TE* tile, int s, int w, int tid, const Vec<TE, EPI_V>& x) {
+    if constexpr (kSwapChunks) {
+      const bool swap = tid / 4 % 2;
+      const Chunk lo = *reinterpret_cast<const Chunk*>(&x.v[0]), hi = *reinterpret_cast<const Chunk*>(&x.v[VCHUNK]);
+      *reinterpret_cast<Chunk*>(&tile[tile_index(s, w + (swap ? VCHUNK : 0))]) = swap ? hi : lo;
+      *reinterpret_cast<Chunk*>(&tile[tile_index(s, w + (swap ? 0 : VCHUNK))]) = swap ? lo : hi;
+    } else {
 #pragma unroll
-      for (int i = 0; i < EPI_V; ++i) {
-        Acc v = alpha * acc.v[i];
-        if (read_c) v = v + beta * OpC{}(convert<Acc>(from_c.v[i]));
-        out.v[i] = convert<typename P::TD>(OpOut{}(v));
-      }
-      *reinterpret_cast<VD*>(D + fast_d[w] + slow_d[s]) = out;
+      for (int i = 0; i < EPI_V; i += VCHUNK)
+        *reinterpret_cast<Chunk*>(&tile[tile_index(s, w + i)]) = *reinterpret_cast<const Chunk*>(&x.v[i]);
     }
   }
 };

@@ -11,6 +11,7 @@ struct SimtMath {
   static constexpr int TX = BN / TN, TY = BM / TM;
   static_assert(TX * TY == THREADS, "thread tile must cover the CTA tile");
   static constexpr bool kAsyncMath = false;   // compute() returns with the tile's products done
+  static constexpr bool kColumnPairs = false;   // no for_each_pair: a thread's columns are TX apart
   Acc acc[TM][TN];
   int tx, ty;
 

@@ -56,12 +56,12 @@ struct Identity {
   __device__ __forceinline__ T operator()(T x) const { return x; }
 };
 
-// Op applied to each element of a vector in the compute type Acc and rounded back to T; zeros instead
-// where !keep (out-of-range elements, since op(0) need not be 0). 16-bit floats computed in float
-// convert a pair at a time (same rounding, half the instructions), and !keep clears whole words.
 template <class A, class B> struct SameType { static constexpr bool value = false; };
 template <class A> struct SameType<A, A> { static constexpr bool value = true; };
 
+// Op applied to each element of a vector in the compute type Acc and rounded back to T; zeros instead
+// where !keep (out-of-range elements, since op(0) need not be 0). 16-bit floats computed in float
+// convert a pair at a time (same rounding, half the instructions), and !keep clears whole words.
 template <class Acc, class Op, class T, int V>
 __device__ __forceinline__ Vec<T, V> apply_op(const Vec<T, V>& x, bool keep) {
   Vec<T, V> out;

@@ -281,7 +281,8 @@ def test_warp_specialised_kernels_compile_without_spills(notation, ops):
     k = build_kernel(plan, "sm_90", cfg)
     assert k.threads == 384 and k.report.threads == 384 and cfg.key().endswith("_ws")
     assert k.report.spill_stores == 0 and k.report.spill_loads == 0, k.report
-    assert k.shared_bytes == 4 * (128 + 256) * 64 * 2 + 4 * 16   # four stages, then 8 mbarriers
+    stages = min(4, -(-plan.k // 64))   # #12's K = 72 fills only two of the four
+    assert k.shared_bytes == stages * (128 + 256) * 64 * 2 + 4 * 16   # the stages, then 8 mbarriers
     assert "__launch_bounds__(384, 1)" in k.source and k.source.count(", 64, 128, ") == 2   # loaders: 128 threads
 
 
@@ -372,6 +373,54 @@ def test_epilogue_moves_vectors_where_c_and_d_are_contiguous():
     assert vector(f32, f32) == 4                                           # f32: 16 bytes are 4
     odd = D((256, 250), (250, 1), "f16")
     assert vector(odd, odd, n=250) == 2                                    # 250 = 2 x 125
+
+
+def test_short_k_kernels_allocate_only_the_stages_they_fill():
+    """K = 24 fits one 32-deep tile: a 3-stage kernel allocates one stage, and with C and D in f16 its
+    epilogue tile holds f16 values (half the bytes of f32 accumulators). The TU's static_assert checks
+    the host's figure against the kernel's own; this checks the figure."""
+    from gett.codegen import shared_bytes
+    from gett.config import KernelConfig
+    from gett.tiling import tile_plan
+    D = gett.TensorDescriptor
+    cfg = KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32)
+
+    def smem(k, out):
+        plan = gett.plan_contraction(D((4096, k), (k, 1), "f16"), "mk", D((k, 4096), (4096, 1), "f16"), "kn",
+                                     D((4096, 4096), (4096, 1), out), "mn")
+        tiled = tile_plan(plan, cfg)
+        return shared_bytes(tiled, cfg, *gett.codegen.operand_layouts(tiled, cfg))
+    offsets = 2 * (128 + 128) * 4
+    assert smem(24, "f16") == 128 * (128 + 8) * 2 + offsets        # epilogue tile, f16 (one stage is less)
+    assert smem(24, "f32") == 128 * (128 + 4) * 4 + offsets        # epilogue tile, f32
+    assert smem(4096, "f16") == 3 * (128 * 40 + 32 * 136) * 2       # three stages of A and B
+
+
+def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
+    """TCCG #31-48 (K = 24): 64 accumulators a thread or more, so the registers are capped for as many
+    CTAs per SM as leave one per accumulator (2 for 384 threads, 3 for 256); longer K, wgmma and small
+    tiles keep one. Where ptxas can't fit the cap without spilling, the kernel is built without it."""
+    from gett.kernel import compile_source, kernel_source
+    from gett.codegen import ctas_per_sm
+    from tccg_suite.suite import select
+
+    def plan_of(i):
+        c = select([i])[0]
+        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+        return gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+    for i, ctas in ((31, 2), (32, 2), (36, 3), (6, 1), (12, 1), (15, 1)):
+        plan = plan_of(i)
+        cfg = default_config(plan, "sm_90")
+        assert ctas_per_sm(plan, cfg) == ctas, (i, cfg.key())
+        if i in (31, 36):
+            k = build_kernel(plan, "sm_90", cfg)
+            assert k.report.spill_stores == 0 and k.report.spill_loads == 0, k.report
+            if f"__launch_bounds__({cfg.threads}, {ctas})" in k.source:
+                assert k.report.registers <= 65536 // (cfg.threads * ctas), k.report
+            else:   # the capped kernel spilled (ptxas-dependent: NVRTC 13.5 spills #31 at 80 registers)
+                assert f"__launch_bounds__({cfg.threads}, 1)" in k.source
+                capped = compile_source(kernel_source(plan, "sm_90", cfg), "sm_90").report
+                assert capped.spill_stores > 0 or capped.spill_loads > 0, capped
 
 
 def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
