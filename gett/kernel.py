@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .codegen import KERNEL_NAME, render_kernel
+from .codegen import KERNEL_NAME, ctas_per_sm, render_kernel
 from .config import KernelConfig, default_config, has_wgmma
 from .errors import DeviceError
 from .nvrtc import ResourceUsage
@@ -111,20 +111,28 @@ class KernelSource:
     threads: int
 
 
+# Spill stores (bytes a thread) a kernel capped for several CTAs per SM may keep: measured faster than
+# the uncapped kernel without them (H100, TCCG K = 24, NVRTC 13.0: #42 56 -> 46 us, #31 57 -> 54, #35 49
+# -> 45, with 80-85 registers and ~48 bytes of spills, read once per tile).
+CAPPED_SPILL_BYTES = 64
+
+
 def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel:
     """Compile ``plan``'s kernel for ``arch`` (see :func:`kernel_source` for the configuration chosen).
     Where the kernel spills, it is rebuilt asking less of the registers until one does not (or nothing
-    is left to relax): first without the cap for several CTAs per SM (:func:`gett.codegen.ctas_per_sm`),
-    then also with ops applied in shared memory instead of staging an operand through registers
-    (:func:`gett.codegen.operand_layouts`). Unknown resources (-1: NVRTC answered from the CUDA driver's
-    compute cache, which skips ptxas and its report) count as no spills."""
+    is left to relax): first without the cap for several CTAs per SM (:func:`gett.codegen.ctas_per_sm`;
+    a capped kernel may keep up to CAPPED_SPILL_BYTES of spill stores), then also with ops applied in
+    shared memory instead of staging an operand through registers (:func:`gett.codegen.operand_layouts`).
+    Unknown resources (-1: NVRTC answered from the CUDA driver's compute cache, which skips ptxas and its
+    report) count as no spills."""
     kernel = None
     for relaxed in ({}, {"cap_registers": False}, {"cap_registers": False, "stage_ops": False}):
         ks = kernel_source(plan, arch, config, **relaxed)
         if kernel is not None and ks.source == kernel.source:
             continue
         kernel = compile_source(ks, arch)
-        if kernel.report.spill_stores <= 0 and kernel.report.spill_loads <= 0:
+        allowed = CAPPED_SPILL_BYTES if not relaxed and ctas_per_sm(plan, ks.config) > 1 else 0
+        if max(kernel.report.spill_stores, kernel.report.spill_loads) <= allowed:
             break
     return kernel
 

@@ -399,9 +399,10 @@ def test_short_k_kernels_allocate_only_the_stages_they_fill():
 def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
     """TCCG #31-48 (K = 24): 64 accumulators a thread or more, so the registers are capped for as many
     CTAs per SM as leave one per accumulator (2 for 384 threads, 3 for 256); longer K, wgmma and small
-    tiles keep one. Where ptxas can't fit the cap without spilling, the kernel is built without it."""
-    from gett.kernel import compile_source, kernel_source
+    tiles keep one. A capped kernel keeps a few spills (CAPPED_SPILL_BYTES, measured faster); with more,
+    it is built without the cap, and then spills nothing."""
     from gett.codegen import ctas_per_sm
+    from gett.kernel import CAPPED_SPILL_BYTES, compile_source, kernel_source
     from tccg_suite.suite import select
 
     def plan_of(i):
@@ -414,13 +415,14 @@ def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
         assert ctas_per_sm(plan, cfg) == ctas, (i, cfg.key())
         if i in (31, 36):
             k = build_kernel(plan, "sm_90", cfg)
-            assert k.report.spill_stores == 0 and k.report.spill_loads == 0, k.report
+            r = k.report
             if f"__launch_bounds__({cfg.threads}, {ctas})" in k.source:
-                assert k.report.registers <= 65536 // (cfg.threads * ctas), k.report
-            else:   # the capped kernel spilled (ptxas-dependent: NVRTC 13.5 spills #31 at 80 registers)
-                assert f"__launch_bounds__({cfg.threads}, 1)" in k.source
+                assert r.registers <= 65536 // (cfg.threads * ctas), r
+                assert max(r.spill_stores, r.spill_loads) <= CAPPED_SPILL_BYTES, r
+            else:
+                assert r.spill_stores == 0 and r.spill_loads == 0, r
                 capped = compile_source(kernel_source(plan, "sm_90", cfg), "sm_90").report
-                assert capped.spill_stores > 0 or capped.spill_loads > 0, capped
+                assert max(capped.spill_stores, capped.spill_loads) > CAPPED_SPILL_BYTES, capped
 
 
 def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
