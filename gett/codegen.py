@@ -141,15 +141,16 @@ def epilogue_cross(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> tuple:
 def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     """CTAs per SM the registers are capped for (``__launch_bounds__``' second argument). A kernel whose
     K fits one tile is all loads and epilogue; with 64 accumulators or more a thread, ptxas takes ~105
-    registers (one CTA of 384 threads per SM), so ask for as many CTAs, up to 3, as still leave a
-    register per accumulator: one CTA's stores then overlap another's loads. mma.sync with 16-bit data
-    only, where it was measured (H100, TCCG K = 24: #31 70 -> 53 us at 2, #42 57 -> 46, #41 70 -> 63,
-    #35 49 -> 45 at 3; 384 threads at 3 spill, 2-3x slower)."""
+    registers (one CTA of 384 threads per SM), so ask for as many CTAs, up to 3, as still leave 16
+    registers a thread beyond the accumulators: more loads and stores in flight. mma.sync with 16-bit
+    data only, where it was measured (H100, TCCG K = 24, NVRTC 13.0: #31 57 -> 47 us at 2, #42 56 -> 46,
+    #40 41.5 -> 37.7 at 3, but #45 56 -> 63; 256 x 32 tiles (#6, #8: 32 accumulators, 66 registers)
+    capped at 4 CTAs measured even). build_kernel drops the cap where ptxas spills more than a little."""
     threads = cfg.threads
     accumulators = cfg.bm * cfg.bn // threads
     if cfg.math != "mma16" or plan.k > cfg.bk or accumulators < 64:
         return 1
-    return max(n for n in (1, 2, 3) if 65536 // (threads * n) >= accumulators)
+    return max(n for n in (1, 2, 3) if n == 1 or 65536 // (threads * n) >= accumulators + 16)
 
 
 def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) -> int:
