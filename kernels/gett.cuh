@@ -321,20 +321,23 @@ struct Gett {
     unsigned char* smem = smem_base();
     TE* tile = reinterpret_cast<TE*>(smem);
     // Offsets of C and D along the fast dimension, in walk order, and along the slow one.
-    Offset* fast_c = reinterpret_cast<Offset*>(smem + EPI_TILE_ALIGNED);
-    Offset* fast_d = fast_c + FAST;
-    Offset* slow_c = fast_d + FAST;
-    Offset* slow_d = slow_c + SLOW;
+    // C's offsets are D's where C and D have one layout (the default: D is C), and unused with beta == 0.
+    constexpr bool kOneLayout = SameType<typename P::CM, typename P::DM>::value &&
+                                SameType<typename P::CN, typename P::DN>::value;
+    Offset* fast_d = reinterpret_cast<Offset*>(smem + EPI_TILE_ALIGNED);
+    Offset* slow_d = fast_d + FAST;
+    Offset* fast_c = kOneLayout ? fast_d : slow_d + SLOW;
+    Offset* slow_c = kOneLayout ? slow_d : fast_c + FAST;
     const bool read_c = !(beta == zero<Acc>());   // beta == 0 never reads C (it may hold NaN)
     const long long fast0 = D_M_FAST ? m0 : n0, slow0 = D_M_FAST ? n0 : m0;
     const long long fast_extent = D_M_FAST ? P::M : P::N, slow_extent = D_M_FAST ? P::N : P::M;
-    auto offsets = [](bool m, long long i, Offset& c, Offset& d) {
+    auto offsets = [&](bool m, long long i, Offset& c, Offset& d) {
       if (m) {
-        c = P::CM::offset(typename P::IndexM(i));
         d = P::DM::offset(typename P::IndexM(i));
+        if (!kOneLayout && read_c) c = P::CM::offset(typename P::IndexM(i));
       } else {
-        c = P::CN::offset(typename P::IndexN(i));
         d = P::DN::offset(typename P::IndexN(i));
+        if (!kOneLayout && read_c) c = P::CN::offset(typename P::IndexN(i));
       }
     };
     for (int w = tid; w < FAST; w += THREADS) {
@@ -359,7 +362,7 @@ struct Gett {
       });
       sync_math_threads();
     }
-    combine(math, tile, alpha, beta, read_c);
+    if (read_c) combine<true>(math, tile, alpha, beta); else combine<false>(math, tile, alpha, beta);
     sync_math_threads();
     for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
       const Vec<TE, EPI_V> x = read_tile(tile, s, w, tid);
@@ -381,10 +384,12 @@ struct Gett {
 
   // D's value of every accumulator, alpha * acc + beta * op_c(C) through op_out (C read from the tile),
   // written over its place in the tile.
-  __device__ __forceinline__ static void combine(const Math& math, TE* tile, Acc alpha, Acc beta, bool read_c) {
+  // (Two instances: a per-element test of beta would be predicated, its instructions issued anyway.)
+  template <bool READ_C>
+  __device__ __forceinline__ static void combine(const Math& math, TE* tile, Acc alpha, Acc beta) {
     auto value = [&](int p, Acc v) {
       Acc x = alpha * v;
-      if (read_c) x = x + beta * OpC{}(convert<Acc>(tile[p]));
+      if constexpr (READ_C) x = x + beta * OpC{}(convert<Acc>(tile[p]));
       return convert<TE>(OpOut{}(x));
     };
     if constexpr (kPairs) {
