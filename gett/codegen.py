@@ -287,7 +287,7 @@ struct Problem {{
   using Offset = {offset};
   using IndexM = {_index_type(plan.m)};
   using IndexN = {_index_type(plan.n)};
-  using IndexK = {_index_type(plan.k)};
+  using IndexK = {_index_type(plan.k + cfg.bk)};
   using IndexL = {_index_type(plan.batch)};
   static constexpr long long M = {plan.m}, N = {plan.n}, K = {plan.k}, L = {plan.batch};
 {tables}

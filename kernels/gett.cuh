@@ -354,7 +354,7 @@ struct Gett {
     if (read_c) {
       sync_math_threads();   // the offsets are in place
       for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
-        const VC from_c = *reinterpret_cast<const VC*>(C + fast_c[w] + slow_c[s]);
+        const VC from_c = *reinterpret_cast<const VC*>(C + (fast_c[w] + slow_c[s]));
         Vec<TE, EPI_V> x;
 #pragma unroll
         for (int i = 0; i < EPI_V; ++i) x.v[i] = convert<TE>(from_c.v[i]);
@@ -369,7 +369,7 @@ struct Gett {
       VD out;
 #pragma unroll
       for (int i = 0; i < EPI_V; ++i) out.v[i] = convert<typename P::TD>(x.v[i]);
-      *reinterpret_cast<VD*>(D + fast_d[w] + slow_d[s]) = out;
+      *reinterpret_cast<VD*>(D + (fast_d[w] + slow_d[s])) = out;
     });
   }
 

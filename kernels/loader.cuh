@@ -49,7 +49,7 @@ struct TileLoader {
   using Vector = Vec<T, V>;
 
   const T* base;
-  long long k_extent;
+  KIndex k_extent;   // K positions are KIndex arithmetic (32-bit where K + BK fits, see gett/codegen.py)
   int tid;
   Offset row_off[ITERS];
   bool row_ok[ITERS];
@@ -73,7 +73,7 @@ struct TileLoader {
   __device__ __forceinline__ void init(const T* base_, long long row0, long long row_extent,
                                        long long k_extent_, int tid_) {
     base = base_;
-    k_extent = k_extent_;
+    k_extent = KIndex(k_extent_);
     tid = tid_;
 #pragma unroll
     for (int i = 0; i < ITERS; ++i) {
@@ -125,14 +125,14 @@ struct TileLoader {
 
   // Start loading K tile `kt` into `stage` (async copies, or loads into registers).
   __device__ __forceinline__ void issue(T* stage, int kt) {
-    const long long k0 = (long long)kt * BK;
+    const KIndex k0 = KIndex(kt) * KIndex(BK);
 #pragma unroll
     for (int i = 0; i < ITERS; ++i) {
       int r, kk;
       coords(i, r, kk);
-      const long long k = k0 + kk;
+      const KIndex k = k0 + KIndex(kk);
       const bool ok = row_ok[i] && k < k_extent;
-      const T* src = ok ? base + row_off[i] + KTable::offset(KIndex(k)) : base;
+      const T* src = base + (ok ? Offset(row_off[i] + KTable::offset(k)) : Offset(0));   // one 64-bit add
       if constexpr (ASYNC) {
         if (in_tile(i)) cp_async<sizeof(Vector)>(stage + landing_index(r, kk), src, ok);
       } else {
@@ -150,7 +150,7 @@ struct TileLoader {
   template <int BATCH = 1>
   __device__ __forceinline__ void transform(T* stage, int kt) {
     if constexpr (ASYNC && !Op::is_identity) {
-      const long long k0 = (long long)kt * BK;
+      const KIndex k0 = KIndex(kt) * KIndex(BK);
 #pragma unroll
       for (int first = 0; first < ITERS; first += BATCH) {
         Vector v[BATCH];
@@ -159,7 +159,7 @@ struct TileLoader {
         for (int b = 0; b < BATCH && first + b < ITERS; ++b) {
           int r, kk;
           coords(first + b, r, kk);
-          ok[b] = row_ok[first + b] && k0 + kk < k_extent;
+          ok[b] = row_ok[first + b] && k0 + KIndex(kk) < k_extent;
           if (in_tile(first + b)) v[b] = *reinterpret_cast<const Vector*>(stage + landing_index(r, kk));
         }
 #pragma unroll
