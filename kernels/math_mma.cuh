@@ -53,18 +53,8 @@ struct WarpFragments {
         for (int e = 0; e < E; ++e) acc[i][j][e] = T(0);
   }
 
-  template <class F>
-  __device__ __forceinline__ void for_each(F&& f) const {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < E; ++e)
-          f(wm0 + mt * FRAG_M + frag_row(lane, e), wn0 + nt * 8 + frag_col(lane, e), acc[mt][nt][e]);
-  }
-
-  // The same walk a pair at a time: f(r, c, v0, v1) with v1 at (r, c + 1), as every fragment holds them.
+  // Every accumulator, f(r, c, v) with its place in the CTA tile, a pair at a time: f(r, c, v0, v1)
+  // with v1 at (r, c + 1), as every fragment holds them.
   static constexpr bool kColumnPairs = true;
   template <class F>
   __device__ __forceinline__ void for_each_pair(F&& f) const {
@@ -75,6 +65,13 @@ struct WarpFragments {
 #pragma unroll
         for (int e = 0; e < E; e += 2)
           f(wm0 + mt * FRAG_M + frag_row(lane, e), wn0 + nt * 8 + frag_col(lane, e), acc[mt][nt][e], acc[mt][nt][e + 1]);
+  }
+  template <class F>
+  __device__ __forceinline__ void for_each(F&& f) const {
+    for_each_pair([&](int r, int c, T v0, T v1) {
+      f(r, c, v0);
+      f(r, c + 1, v1);
+    });
   }
 };
 
