@@ -162,19 +162,21 @@ def _wgmma_tile(plan):
     """The wgmma tile for a large GEMM-like plan, or None where mma.sync is the better path.
 
     Measured on H100 (benchmarks/tile_sweep.py, TCCG #12-#30, 2026-11-22): 128x256 with 4 stages runs
-    #12 and #20 1.5x faster than mma.sync's best; with M or N in the hundreds, 128x64 with 4 stages
-    (98 KB: two CTAs per SM) is within 10% of the best; so is it for operands staged through registers
-    (box tiling's strided vectors, #28), which spill with wider tiles. Element-wise staging would spill
-    with 64-deep tiles: mma.sync keeps those. The 128x256 tile gets a producer warpgroup (ws) unless A or
-    B has an op: #12 525 -> 511 us, #20 855 -> 820, #21 822 -> 795, #28 even; with leaky ReLU on A and B
-    the producer alone applies it, #20 1227 -> 1336 us (H100, 2026-11-22)."""
+    #12 and #20 1.5x faster than mma.sync's best. With M or N in the hundreds, 128x128 with 3 stages
+    (98 KB: two CTAs per SM), since the epilogue tile holds 16-bit values: #15 81.8 -> 72.2 us, #16
+    102.9 -> 83.9, #17 99.6 -> 83.6, #18 100.8 -> 83.2 against 128x64 with 4 stages (session 6), which
+    stays for operands staged through registers (box tiling's strided vectors), as wider tiles spill.
+    Element-wise staging would spill with 64-deep tiles: mma.sync keeps those. The 128x256 tile gets a
+    producer warpgroup (ws) unless A or B has an op: #12 525 -> 511 us, #20 855 -> 820, #21 822 -> 795,
+    #28 even; with leaky ReLU on A and B the producer alone applies it, #20 1227 -> 1336 us."""
     big = KernelConfig("wgmma", 128, 256, 64, 4)
+    mid = KernelConfig("wgmma", 128, 128, 64, 3)
     small = KernelConfig("wgmma", 128, 64, 64, 4)
     if _scalar_staging(plan, small):
         return None
     if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0:
         return replace(big, ws=not loads_have_ops(plan))
-    return small
+    return mid if _staged(plan, mid) == 0 else small
 
 
 def loads_have_ops(plan) -> bool:

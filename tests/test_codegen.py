@@ -333,7 +333,7 @@ def test_heuristic_uses_wgmma_only_on_hopper_for_large_gemms():
 def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     """Measured choices (benchmarks/tile_sweep.py): 256 rows for N = 24 with a long M (#6), 192 rows
     where D's stride-1 mode has an extent of 24 (#31), plain 128x128 where D runs are long (#33), one
-    tile row for M = 72 (#9-11)."""
+    tile row for M = 72 (#9-11), wgmma 128x128 where N or M is in the hundreds (#15-18)."""
     from tccg_suite.suite import select
 
     def config(i):
@@ -346,6 +346,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert (config(32).bm, config(32).bn) == (128, 192)   # D's run of 24 lies in N there
     assert (config(33).bm, config(33).bn) == (128, 128)
     assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (128, 256)
+    for i in (15, 16, 17, 18):   # N or M in the hundreds: 128 x 128, 3 stages (two CTAs per SM)
+        assert config(i).math == "wgmma" and (config(i).bm, config(i).bn, config(i).stages) == (128, 128, 3)
     for i in (9, 10, 11):   # M = 72 in one tile: wgmma 128 x 128 on Hopper, else mma.sync 96 x 128
         assert config(i).math == "wgmma" and (config(i).bm, config(i).bn, config(i).stages) == (128, 128, 3)
         c = select([i])[0]
