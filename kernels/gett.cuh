@@ -354,22 +354,14 @@ struct Gett {
     if (read_c) {
       sync_math_threads();   // the offsets are in place
       for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
-        const VC from_c = *reinterpret_cast<const VC*>(C + (fast_c[w] + slow_c[s]));
-        Vec<TE, EPI_V> x;
-#pragma unroll
-        for (int i = 0; i < EPI_V; ++i) x.v[i] = convert<TE>(from_c.v[i]);
-        write_tile(tile, s, w, tid, x);
+        write_tile(tile, s, w, tid, *reinterpret_cast<const Vector*>(C + (fast_c[w] + slow_c[s])));
       });
       sync_math_threads();
     }
     if (read_c) combine<true>(math, tile, alpha, beta); else combine<false>(math, tile, alpha, beta);
     sync_math_threads();
     for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
-      const Vec<TE, EPI_V> x = read_tile(tile, s, w, tid);
-      VD out;
-#pragma unroll
-      for (int i = 0; i < EPI_V; ++i) out.v[i] = convert<typename P::TD>(x.v[i]);
-      *reinterpret_cast<VD*>(D + (fast_d[w] + slow_d[s])) = out;
+      *reinterpret_cast<Vector*>(D + (fast_d[w] + slow_d[s])) = read_tile(tile, s, w, tid);
     });
   }
 
@@ -378,8 +370,8 @@ struct Gett {
     return D_M_FAST ? tile_index(c, walk_of(r)) : tile_index(r, walk_of(c));
   }
   // With N the fast dimension of a plain walk, a fragment's two neighbouring columns are neighbours in
-  // the tile: one store per pair. (With M fast, movmatrix could make them
-  // neighbouring rows, but measured slower than single 16-bit stores: #40 51 vs 42 us, H100.)
+  // the tile: one store per pair. (With M fast, movmatrix could make them neighbouring rows, but that
+  // measured slower than single 16-bit stores: #40 51 vs 42 us, H100.)
   static constexpr bool kPairs = Math::kColumnPairs && !kBox && !D_M_FAST && EPI_LD % 2 == 0;
 
   // D's value of every accumulator, alpha * acc + beta * op_c(C) through op_out (C read from the tile),
@@ -425,8 +417,7 @@ struct Gett {
   // (one offset lookup, one access each), along the fast dimension or, in a box walk, along its second
   // side. The tile's extents (and a box's second side) are multiples of EPI_V, so a vector is wholly
   // inside or wholly outside: f(w, s) runs for each of this thread's vectors inside D.
-  using VC = Vec<typename P::TC, EPI_V>;
-  using VD = Vec<typename P::TD, EPI_V>;
+  using Vector = Vec<TE, EPI_V>;   // EPI_V elements of C or D
   template <class F>
   __device__ __forceinline__ static void for_each_vector(int fast_in, int slow_in, int tid, F&& f) {
     static_assert(FAST % EPI_V == 0 && EPI_TY % EPI_V == 0, "vectors tile the walk");
@@ -447,8 +438,8 @@ struct Gett {
   static constexpr int VCHUNK = EPI_V % EPI_CHUNK == 0 ? EPI_CHUNK : 1;
   static constexpr bool kSwapChunks = !kBox && EPI_V == 2 * VCHUNK && VCHUNK == EPI_CHUNK;
   using Chunk = Vec<TE, VCHUNK>;
-  __device__ __forceinline__ static Vec<TE, EPI_V> read_tile(const TE* tile, int s, int w, int tid) {
-    Vec<TE, EPI_V> x;
+  __device__ __forceinline__ static Vector read_tile(const TE* tile, int s, int w, int tid) {
+    Vector x;
     if constexpr (kSwapChunks) {
       const bool swap = tid / 4 % 2;
       const Chunk first = *reinterpret_cast<const Chunk*>(&tile[tile_index(s, w + (swap ? VCHUNK : 0))]);
@@ -462,7 +453,7 @@ struct Gett {
     }
     return x;
   }
-  __device__ __forceinline__ static void write_tile(TE* tile, int s, int w, int tid, const Vec<TE, EPI_V>& x) {
+  __device__ __forceinline__ static void write_tile(TE* tile, int s, int w, int tid, const Vector& x) {
     if constexpr (kSwapChunks) {
       const bool swap = tid / 4 % 2;
       const Chunk lo = *reinterpret_cast<const Chunk*>(&x.v[0]), hi = *reinterpret_cast<const Chunk*>(&x.v[VCHUNK]);
