@@ -1,10 +1,12 @@
-"""Time candidate kernel configurations of gett on TCCG contractions (f16 data, f32 accumulation).
+"""Time candidate kernel configurations of gett on TCCG contractions (f16 data with f32 accumulation, or
+f32 data with exact f32 compute).
 
     python benchmarks/tile_sweep.py --only 12,20,28 [--configs mma16:128x128x32:s3:w64x32,wgmma:128x256x64:s4:ws,...]
+    python benchmarks/tile_sweep.py --dtype f32 --only 12 --configs simt:128x128x16:s3:t8x8
 
-Prints, per contraction, each configuration's median time and fraction of the roofline (3.0 TB/s,
-800 TFLOP/s unless measured ceilings are passed), next to the heuristic's choice, after checking each
-result against a float64 reference. A tool for tuning the heuristic, not a user-facing tuner.
+Prints, per contraction, each configuration's median time and fraction of the roofline (3.0 TB/s, and
+800 TFLOP/s for f16 or 51 TFLOP/s for f32), next to the heuristic's choice, after checking each result
+against a float64 reference. A tool for tuning the heuristic, not a user-facing tuner.
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ DEFAULT_CONFIGS = (
 
 
 def parse_config(text: str):
-    """``math:BMxBNxBK:sSTAGES[:wWMxWN][:kSPLIT][:ws]`` → KernelConfig (wgmma has no warp tile; ``ws``:
-    warp-specialised)."""
+    """``math:BMxBNxBK:sSTAGES[:wWMxWN|:tTMxTN][:kSPLIT][:ws]`` → KernelConfig (wgmma has no warp tile;
+    ``t``: the SIMT path's thread tile; ``ws``: warp-specialised)."""
     from gett.config import KernelConfig
     math, tile, stages, *extra = text.split(":")
     bm, bn, bk = (int(x) for x in tile.split("x"))
@@ -30,6 +32,8 @@ def parse_config(text: str):
             fields["ws"] = True
         elif x[0] == "w":
             fields["wm"], fields["wn"] = (int(v) for v in x[1:].split("x"))
+        elif x[0] == "t":
+            fields["tm"], fields["tn"] = (int(v) for v in x[1:].split("x"))
         elif x[0] == "k":
             fields["split_k"] = int(x[1:])
         else:
@@ -42,6 +46,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="12,20,28")
     ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS))
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--dtype", choices=("f16", "f32"), default="f16",
+                    help="f16 data with f32 accumulation, or f32 data with exact f32 compute (SIMT)")
     ap.add_argument("--leaky", action="store_true",
                     help="time the fusion benchmark's work instead: leaky ReLU on A, B and C, beta = 1")
     args = ap.parse_args(argv)
@@ -65,9 +71,10 @@ def main(argv=None) -> int:
         from fusion import leaky_f64, leaky_op
         ops = dict(op_a=leaky_op(), op_b=leaky_op(), op_c=leaky_op())
     for c in select(parse_ids(args.only)):
-        buf = make_buffers(c, numpy.float16, seed=1)
+        dtype, size, flops = {"f16": (numpy.float16, 2, 800e12), "f32": (numpy.float32, 4, 51e12)}[args.dtype]
+        buf = make_buffers(c, dtype, seed=1)
         ref = reference(c, Buffers(*(leaky_f64(x) for x in (buf.A, buf.B, buf.C)), None) if ops else buf, 1.0, beta)
-        roof_us = max(c.flops / 800e12, c.min_bytes(2, 2, bool(beta)) / 3.0e12) * 1e6
+        roof_us = max(c.flops / flops, c.min_bytes(size, size, bool(beta)) / 3.0e12) * 1e6
         base = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=beta,
                                      **ops)
         print(f"#{c.id} {c.notation}  M×N×K {c.m}×{c.n}×{c.k}  roofline {roof_us:.1f} µs  "
