@@ -70,8 +70,8 @@ def main(argv=None) -> int:
     if args.leaky:
         from fusion import leaky_f64, leaky_op
         ops = dict(op_a=leaky_op(), op_b=leaky_op(), op_c=leaky_op())
+    dtype, size, flops = {"f16": (numpy.float16, 2, 800e12), "f32": (numpy.float32, 4, 51e12)}[args.dtype]
     for c in select(parse_ids(args.only)):
-        dtype, size, flops = {"f16": (numpy.float16, 2, 800e12), "f32": (numpy.float32, 4, 51e12)}[args.dtype]
         buf = make_buffers(c, dtype, seed=1)
         ref = reference(c, Buffers(*(leaky_f64(x) for x in (buf.A, buf.B, buf.C)), None) if ops else buf, 1.0, beta)
         roof_us = max(c.flops / flops, c.min_bytes(size, size, bool(beta)) / 3.0e12) * 1e6

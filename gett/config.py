@@ -158,6 +158,10 @@ def has_wgmma(arch: str | None) -> bool:
     return arch is not None and arch_number(arch) == 90
 
 
+# wgmma 128 x 128 with 3 stages: for M or N in the hundreds, and for one tile row of M = 72 (see below).
+_WGMMA_128X128 = KernelConfig("wgmma", 128, 128, 64, 3)
+
+
 def _wgmma_tile(plan):
     """The wgmma tile for a large GEMM-like plan, or None where mma.sync is the better path.
 
@@ -170,13 +174,12 @@ def _wgmma_tile(plan):
     producer warpgroup (ws) unless A or B has an op: #12 525 -> 511 us, #20 855 -> 820, #21 822 -> 795,
     #28 even; with leaky ReLU on A and B the producer alone applies it, #20 1227 -> 1336 us."""
     big = KernelConfig("wgmma", 128, 256, 64, 4)
-    mid = KernelConfig("wgmma", 128, 128, 64, 3)
     small = KernelConfig("wgmma", 128, 64, 64, 4)
     if _scalar_staging(plan, small):
         return None
     if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0:
         return replace(big, ws=not loads_have_ops(plan))
-    return mid if _staged(plan, mid) == 0 else small
+    return _WGMMA_128X128 if _staged(plan, _WGMMA_128X128) == 0 else small
 
 
 def loads_have_ops(plan) -> bool:
@@ -223,9 +226,8 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
         if scalar == 0 and bm == bn == 128 and plan.k >= 256:
             return replace(cfg, wn=64)   # 4 warps of 64x64: +40% on #12, +20% on #21
         if scalar == 0 and 64 < m <= 96 and plan.k <= 128:   # one 96-row tile holds all of M: +13-24% on #9-11
-            short = KernelConfig("wgmma", 128, 128, 64, 3)
-            if has_wgmma(arch) and n >= 128 and _staged(plan, short) == 0:
-                return short   # H100 (tile_sweep, 2026-11-22): #9 71.6 -> 59.8 us, #10 70.0 -> 65.1, #11 even
+            if has_wgmma(arch) and n >= 128 and _staged(plan, _WGMMA_128X128) == 0:
+                return _WGMMA_128X128   # H100 (tile_sweep, 2026-11-22): #9 71.6 -> 59.8 us, #10 70.0 -> 65.1, #11 even
             return KernelConfig(path, 96, 128, 32, 4, wm=32, wn=64)
         if scalar == 0 and 32 < m <= 64 and plan.k <= 128:
             return KernelConfig(path, 64, 64, 32, 4, wm=32, wn=32)   # short M and K: +40% on #9 (M = 72 then)
