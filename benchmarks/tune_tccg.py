@@ -1,8 +1,10 @@
 """Tune the 48 TCCG contractions on this GPU and write the plan database gett ships (plans/<arch>.json).
 
     PYTHONPATH=. python benchmarks/tune_tccg.py --budget 6 --out plans/sm_90.json [--only 1-8,12] [--margin 0.03]
+        [--dtype f16|f32]
 
-For each contraction (f16 data, f32 accumulation, beta = 0, as ``gett-tccg`` plans it) this times the
+For each contraction (``--dtype`` data as the TCCG runner plans it: f16 with f32 accumulation by
+default, or exact f32; beta = 0) this times the
 heuristic's kernel, runs the tuner (:func:`gett.tuner.tune`, ``--budget`` seconds), plans again so the
 database entry is used, and times that kernel: both with CUDA events, median of ``--runs`` after
 warm-up, each result checked against a float64 reference. It prints both times and the configurations,
@@ -30,7 +32,7 @@ if __package__ in (None, ""):   # run as a script: the repository root holds get
 GOAL = 0.90
 
 
-def plan_and_time(c, buf, ref, runs: int):
+def plan_and_time(c, buf, ref, runs: int, precision):
     """Plan ``c`` afresh (the plan database is read again), check its result, return (plan, median ms)."""
     import numpy
 
@@ -40,11 +42,12 @@ def plan_and_time(c, buf, ref, runs: int):
     from tccg_suite.timing import median_ms
     gett.clear_cache()
     plan_db.clear_memory_cache()
-    plan = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=0)
+    plan = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=0,
+                                 compute_type=precision.gett_compute)
     buf.D.fill(numpy.nan)
     gett.contract(plan, 1.0, buf.A, buf.B, 0.0, buf.C, buf.D)
     err = relative_error(buf.D, ref)
-    if not err < 1e-2:
+    if not err < precision.tolerance:
         raise AssertionError(f"#{c.id}: relative error {err:.1e} with {plan.kernel().config.key()}")
     return plan, median_ms(lambda i: gett.contract(plan, 1.0, buf.A, buf.B, 0.0, buf.C, buf.D), runs=runs)
 
@@ -56,6 +59,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--margin", type=float, default=0.03,
                     help="ship a tuned entry only if it beats the heuristic by more than this fraction")
+    ap.add_argument("--dtype", default="f16", choices=("f16", "f32"),
+                    help="data type as the TCCG runner's --dtype (f16: f32 accumulation; f32: exact)")
     ap.add_argument("--out", help="where to write the shipped plan database (e.g. plans/sm_90.json)")
     args = ap.parse_args(argv)
     try:
@@ -97,18 +102,20 @@ def _tune(args, arch, user) -> int:
 
     from gett import plan_db, tuner
     from tccg_suite.data import make_buffers, reference
+    from tccg_suite.precision import PRECISIONS
     from tccg_suite.suite import parse_ids, select
+    precision = PRECISIONS[args.dtype]
     cases = []
     for c in select(parse_ids(args.only)):   # every heuristic time before any tuning
-        buf = make_buffers(c, numpy.float16, seed=1)
+        buf = make_buffers(c, precision.dtype, seed=1)
         ref = reference(c, buf, 1.0, 0.0)
-        cases.append((c, buf, ref, *plan_and_time(c, buf, ref, args.runs)))
+        cases.append((c, buf, ref, *plan_and_time(c, buf, ref, args.runs, precision)))
     ratios, keep = [], set()
     print(f"{'#':>3} {'contraction':18s} {'heuristic µs':>12} {'tuned µs':>9} {'ratio':>6}  heuristic → tuned")
     for c, buf, ref, plan, heuristic_ms in cases:
         heuristic_cfg = plan.kernel().config.key()
         tuner.tune(plan, args.budget)
-        plan, tuned_ms = plan_and_time(c, buf, ref, args.runs)
+        plan, tuned_ms = plan_and_time(c, buf, ref, args.runs, precision)
         tuned_cfg = plan.kernel().config.key()
         ratio = tuned_ms / heuristic_ms   # heuristic speed as a fraction of the tuned speed
         ratios.append(ratio)

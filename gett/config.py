@@ -242,9 +242,17 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
     itemsize = plan.compute_type.accumulator.itemsize
     bk = 4 if itemsize >= 16 else 16   # complex128: a deeper k step spills under ptxas 13
     stages = 3
-    # 4-byte types (f32, i32) up to 128 x 128, 8 x 8 a thread: twice the multiply-adds per shared-memory
-    # read. H100, f32 exact (tile_sweep --dtype f32): #12 9.56 -> 8.12 ms, #20 9.86 -> 7.07, #28 12.5 ->
-    # 8.66, #9 300 -> 265 us, #31 177 -> 155 against 64 x 64; #15 even. Wider types spill.
-    sizes = (32, 64, 128) if itemsize == 4 else (32, 64)
-    bm, bn = _fit(m, sizes), _fit(n, sizes)
+    bm, bn = _fit(m, (32, 64)), _fit(n, (32, 64))
+    if itemsize == 4:
+        # 4-byte types (f32, i32): 128 rows or columns, 8 a thread, for more multiply-adds per shared-memory
+        # read; both for large GEMMs with a long K, else on the longer side only. H100, f32 exact
+        # (tile_sweep --dtype f32) against 64 x 64: 128 x 128 #20 9.86 -> 7.07 ms, #28 12.5 -> 8.66, #12
+        # 9.56 -> 8.12; one side: #13 989 -> 720 us, #14 1289 -> 854 (split-K), #15 688 -> 622, #10 265 ->
+        # 254, #6 604 -> 499 (128 x 64); 128 x 128 lost on those (#13 1065, #10 278). Wider types spill.
+        if m >= 1024 and n >= 1024 and plan.k >= 256:
+            bm, bn = 128, 128
+        elif m >= n:
+            bm = _fit(m, (32, 64, 128))
+        else:
+            bn = _fit(n, (32, 64, 128))
     return KernelConfig("simt", bm, bn, bk, stages, tm=bm // 16, tn=bn // 16)
