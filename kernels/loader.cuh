@@ -23,6 +23,7 @@ template <class T, class Acc, class Offset, class RowIndex, class KIndex, class 
           class Op, int BR, int BK, int THREADS, bool ROW_CONTIG, int V, bool ASYNC, int VSTEP = 1,
           bool SWIZZLE128 = false>
 struct TileLoader {
+  using Element = T;
   static constexpr bool kRowContig = ROW_CONTIG;
   static constexpr bool kAsync = ASYNC;
   static constexpr bool kSwizzle128 = SWIZZLE128;

@@ -473,3 +473,17 @@ def test_box_walks_move_vectors_along_the_box_second_side():
         tx, ty, v = walk(i)
         assert tx > 1 and ty % 8 == 0 and v == 8
     assert walk(3, c_strides=True)[2] == 1
+
+
+@pytest.mark.parametrize("k, m_fast, runs", [(24, True, "false"), (24, False, "true"), (4096, True, "true")])
+def test_simt_column_runs_only_where_the_epilogue_stores_stay_cheap(k, m_fast, runs):
+    # f32 SIMT, B row-contiguous (16-byte reads along its columns); D's stride-1 mode in M or in N
+    D = gett.TensorDescriptor
+    m, n = 2048, 2048
+    a, b = D((m, k), (k, 1), "f32"), D((k, n), (n, 1), "f32")
+    c = D((m, n), (1, m) if m_fast else (n, 1), "f32")
+    plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
+    cfg = default_config(plan, "sm_90")
+    assert cfg.math == "simt"
+    source = render_kernel(plan, cfg)[0]
+    assert f"{cfg.tm}, {cfg.tn}, {runs}>;" in source
