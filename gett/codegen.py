@@ -153,9 +153,14 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     registers a thread beyond the accumulators: more loads and stores in flight. mma.sync with 16-bit
     data only, where it was measured (H100, TCCG K = 24, NVRTC 13.0: #31 57 -> 47 us at 2, #42 56 -> 46,
     #40 41.5 -> 37.7 at 3, but #45 56 -> 63; 256 x 32 tiles (#6, #8: 32 accumulators, 66 registers)
-    capped at 4 CTAs measured even). build_kernel drops the cap where ptxas spills more than a little."""
+    capped at 4 CTAs measured even). Tiles with at most 32 accumulators a thread (256 x 32) and 256
+    threads keep 2 CTAs (128 registers): ops on A or B staged through registers took ptxas past that
+    (#5 with leaky ReLU 110 -> 140 registers, one CTA: 89.9 -> 61.8 us capped, no spills); kernels
+    without ops there take 67-118. build_kernel drops the cap where ptxas spills more than a little."""
     threads = cfg.threads
     accumulators = cfg.bm * cfg.bn // threads
+    if cfg.math == "mma16" and accumulators <= 32 and threads <= 256:
+        return 2
     if cfg.math != "mma16" or plan.k > cfg.bk or accumulators < 64:
         return 1
     return max(n for n in (1, 2, 3) if n == 1 or 65536 // (threads * n) >= accumulators + 16)

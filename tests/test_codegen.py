@@ -400,8 +400,9 @@ def test_short_k_kernels_allocate_only_the_stages_they_fill():
 
 def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
     """TCCG #31-48 (K = 24): 64 accumulators a thread or more, so the registers are capped for as many
-    CTAs per SM as leave one per accumulator (2 for 384 threads, 3 for 256); longer K, wgmma and small
-    tiles keep one. A capped kernel keeps a few spills (CAPPED_SPILL_BYTES, measured faster); with more,
+    CTAs per SM as leave one per accumulator (2 for 384 threads, 3 for 256); longer K and wgmma keep
+    one; 256 x 32 tiles (32 accumulators, 256 threads) ask for 2, which holds ops on A and B (#5) to
+    128 registers. A capped kernel keeps a few spills (CAPPED_SPILL_BYTES, measured faster); with more,
     it is built without the cap, and then spills nothing."""
     from gett.codegen import ctas_per_sm
     from gett.kernel import CAPPED_SPILL_BYTES, compile_source, kernel_source
@@ -411,7 +412,7 @@ def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
         c = select([i])[0]
         d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
         return gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
-    for i, ctas in ((31, 2), (32, 2), (36, 3), (6, 1), (12, 1), (15, 1)):
+    for i, ctas in ((31, 2), (32, 2), (36, 3), (6, 2), (12, 1), (15, 1)):
         plan = plan_of(i)
         cfg = default_config(plan, "sm_90")
         assert ctas_per_sm(plan, cfg) == ctas, (i, cfg.key())
@@ -425,6 +426,13 @@ def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
                 assert r.spill_stores == 0 and r.spill_loads == 0, r
                 capped = compile_source(kernel_source(plan, "sm_90", cfg), "sm_90").report
                 assert max(capped.spill_stores, capped.spill_loads) > CAPPED_SPILL_BYTES, capped
+    c = select([5])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+    leaky = gett.ops.leaky_relu(0.01)
+    fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
+                                  op_a=leaky, op_b=leaky)
+    k = build_kernel(fused, "sm_90", default_config(fused, "sm_90"))
+    assert "__launch_bounds__(256, 2)" in k.source and k.report.registers <= 128, k.report
 
 
 def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
