@@ -98,8 +98,6 @@ def user_database_aside(arch):
 
 
 def _tune(args, arch, user) -> int:
-    import numpy
-
     from gett import plan_db, tuner
     from tccg_suite.data import make_buffers, reference
     from tccg_suite.precision import PRECISIONS
