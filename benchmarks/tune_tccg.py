@@ -15,7 +15,9 @@ empty (an existing file is moved aside to ``<file>.bak`` and put back at the end
 steer no later run on the machine), and every heuristic time is taken before any
 tuning, so no tuned entry of a near-identical shape (found by family) stands in for the heuristic.
 ``--out`` receives the tuned entries whose configuration differs from the heuristic's and beats it by
-more than ``--margin``: what the shipped database is for. Without a GPU it says so and exits 0.
+more than ``--margin``: what the shipped database is for. An existing file is updated: the entries of
+the contractions tuned in this run are replaced (or dropped), the others (another ``--dtype``) kept.
+Without a GPU it says so and exits 0.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 
 if __package__ in (None, ""):   # run as a script: the repository root holds gett and tccg_suite
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -108,10 +111,11 @@ def _tune(args, arch, user) -> int:
         buf = make_buffers(c, precision.dtype, seed=1)
         ref = reference(c, buf, 1.0, 0.0)
         cases.append((c, buf, ref, *plan_and_time(c, buf, ref, args.runs, precision)))
-    ratios, keep = [], set()
+    ratios, keep, tried = [], set(), set()
     print(f"{'#':>3} {'contraction':18s} {'heuristic µs':>12} {'tuned µs':>9} {'ratio':>6}  heuristic → tuned")
     for c, buf, ref, plan, heuristic_ms in cases:
         heuristic_cfg = plan.kernel().config.key()
+        tried.add(plan_db.plan_key(plan, arch))
         tuner.tune(plan, args.budget)
         plan, tuned_ms = plan_and_time(c, buf, ref, args.runs, precision)
         tuned_cfg = plan.kernel().config.key()
@@ -125,14 +129,24 @@ def _tune(args, arch, user) -> int:
     print(f"heuristic speed / tuned speed, geomean over {len(ratios)}: {geomean:.3f} "
           f"(goal ≥ {GOAL:.2f}: {'met' if geomean >= GOAL else 'MISSED'})")
     if args.out:
-        data = json.loads(user.read_text())
-        data["entries"] = {k: v for k, v in data["entries"].items() if k in keep}
-        with open(args.out, "w") as f:
+        out = Path(args.out)
+        data = merge_database(json.loads(out.read_text()) if out.exists() else None,
+                              json.loads(user.read_text()), tried, keep)
+        with open(out, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
             f.write("\n")
-        print(f"plan database: {args.out} ({len(data['entries'])} entries beating the heuristic by more than "
-              f"{args.margin:.0%})")
+        print(f"plan database: {args.out} ({len(keep)} entries of this run beating the heuristic by more than "
+              f"{args.margin:.0%}, {len(data['entries'])} in all)")
     return 0
+
+
+def merge_database(shipped: dict | None, tuned: dict, tried: set, keep: set) -> dict:
+    """The database to ship: ``shipped`` (None: none yet) with the entries of the plans ``tried`` in this
+    run replaced by those of ``tuned`` in ``keep``; entries of other plans (another dtype) stay."""
+    data = dict(shipped if shipped is not None else tuned)
+    data["entries"] = {k: v for k, v in (shipped or {}).get("entries", {}).items() if k not in tried}
+    data["entries"].update({k: v for k, v in tuned["entries"].items() if k in keep})
+    return data
 
 
 if __name__ == "__main__":
