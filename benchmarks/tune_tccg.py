@@ -143,10 +143,10 @@ def _tune(args, arch, user) -> int:
 def merge_database(shipped: dict | None, tuned: dict, tried: set, keep: set) -> dict:
     """The database to ship: ``shipped`` (None: none yet) with the entries of the plans ``tried`` in this
     run replaced by those of ``tuned`` in ``keep``; entries of other plans (another dtype) stay."""
-    data = dict(shipped if shipped is not None else tuned)
-    data["entries"] = {k: v for k, v in (shipped or {}).get("entries", {}).items() if k not in tried}
-    data["entries"].update({k: v for k, v in tuned["entries"].items() if k in keep})
-    return data
+    base = shipped if shipped is not None else {**tuned, "entries": {}}
+    entries = {k: v for k, v in base["entries"].items() if k not in tried}
+    entries.update({k: v for k, v in tuned["entries"].items() if k in keep})
+    return {**base, "entries": entries}
 
 
 if __name__ == "__main__":
