@@ -15,6 +15,7 @@ from .codegen import KERNEL_NAME, ctas_per_sm, render_kernel
 from .config import KernelConfig, default_config, has_wgmma
 from .errors import DeviceError
 from .nvrtc import ResourceUsage
+from .staging import COPY_KERNEL_NAME, render_copy
 from .tiling import tile_plan
 
 # Dynamic shared memory a CTA may opt into, per compute capability (CUDA programming guide).
@@ -109,6 +110,25 @@ class KernelSource:
     config: KernelConfig
     shared_bytes: int
     threads: int
+
+
+@dataclass(frozen=True)
+class CompiledCopy:
+    """A staging copy kernel (:mod:`gett.staging`), compiled, with its launch shape."""
+    cubin_path: Path
+    grid: tuple
+    block: tuple
+    name: str = COPY_KERNEL_NAME
+    shared_bytes: int = 0   # static only
+
+
+def build_copy(staging, arch: str) -> CompiledCopy:
+    """Compile the copy kernel of one :class:`gett.staging.Staging` for ``arch`` (disk-cached)."""
+    from .kernel_cache import compile_cached
+    copy = render_copy(staging)
+    cached = compile_cached(f"// device headers {headers_digest()}\n{copy.source}", arch=arch,
+                            name="gett_stage_copy.cu", include_dirs=[str(kernels_dir())])
+    return CompiledCopy(cached.path, copy.grid, copy.block)
 
 
 # Spill stores (bytes a thread) a kernel capped for several CTAs per SM may keep: measured faster than

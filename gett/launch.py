@@ -153,6 +153,51 @@ class Launcher:
         return arg
 
 
+class StagedLauncher:
+    """A staged plan (:mod:`gett.staging`) on one device and array kind: each call copies the staged
+    operands into workspace from CuPy's memory pool (stream-ordered: the memory is reused only after the
+    stream has passed its kernels), then runs the staged plan's :class:`Launcher` on the copies.
+    Same call interface as :class:`Launcher`."""
+    __slots__ = ("_address", "_copies", "_cupy", "_device", "_inner", "_torch_stream")
+
+    def __init__(self, plan, device: int, kind: str):
+        import cupy
+        from cupy.cuda.function import CIntptr
+
+        from .kernel import current_arch
+        self._inner = Launcher(plan.staged_plan, device, kind)
+        self._cupy, self._device, self._address = cupy, device, CIntptr
+        self._torch_stream = _torch_stream_getter() if kind == "torch" else None
+        with cupy.cuda.Device(device):
+            kernels = plan.copy_kernels(plan.device_arch or current_arch())
+            self._copies = tuple((st.tensor, st.nbytes, _function(k, k.name, device), k.grid, k.block)
+                                 for st, k in zip(plan.staging, kernels))
+
+    def __call__(self, A, B, C, D, alpha, beta) -> None:
+        self.at_addresses(_pointer(A), _pointer(B), _pointer(C), _pointer(D), alpha, beta)
+
+    def at_addresses(self, a: int, b: int, c: int, d: int, alpha, beta) -> None:
+        stream = None if self._torch_stream is None else _external_stream(self._torch_stream(self._device),
+                                                                          self._device)
+        operands = {"A": a, "B": b}
+        with self._cupy.cuda.Device(self._device), stream if stream is not None else contextlib.nullcontext():
+            workspace = []   # kept until the staged kernel is launched
+            for tensor, nbytes, fn, grid, block in self._copies:
+                copy = self._cupy.empty(nbytes, dtype=np.uint8)
+                fn(grid, block, (self._address(operands[tensor]), copy))
+                operands[tensor] = copy.data.ptr
+                workspace.append(copy)
+            self._inner.at_addresses(operands["A"], operands["B"], c, d, alpha, beta)
+
+
+def _pointer(array) -> int:
+    """The device address of a CuPy array or torch tensor (or an int address, passed through)."""
+    if isinstance(array, int):
+        return array
+    data = getattr(array, "data", None)
+    return data.ptr if hasattr(data, "ptr") else array.data_ptr()
+
+
 def _torch_stream_getter():
     """device -> handle of PyTorch's current stream there; the private call skips a Stream object."""
     import torch
@@ -188,13 +233,14 @@ def _external_stream(handle: int, device: int):
 _launchers: dict = {}
 
 
-def launcher(plan, device: int, kind: str) -> Launcher:
-    """The :class:`Launcher` of ``plan`` on ``device``, made on first use and kept while the plan lives."""
+def launcher(plan, device: int, kind: str):
+    """The :class:`Launcher` (or :class:`StagedLauncher`) of ``plan`` on ``device``, made on first use and kept while the plan lives."""
     key = (id(plan), device, kind)
     entry = _launchers.get(key)
     if entry is None or entry[0]() is not plan:
         ref = weakref.ref(plan, lambda _, key=key: _launchers.pop(key, None))
-        entry = _launchers[key] = (ref, Launcher(plan, device, kind))
+        make = StagedLauncher if plan.staged_plan is not None else Launcher
+        entry = _launchers[key] = (ref, make(plan, device, kind))
     return entry[1]
 
 

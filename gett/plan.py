@@ -17,6 +17,7 @@ from .errors import DeviceError, ModeError, OutputNotWritableError, StrideError
 from .modes import GROUPS, ModeAnalysis, analyse_modes, build_tables, normalize_modes
 from .ops_spec import OpSpec, make_op_spec
 from .plan_cache import PLANS as _PLAN_CACHE   # bounded LRU, thread-safe
+from .staging import choose_staging
 
 _INT32_MAX = 2**31 - 1
 
@@ -40,6 +41,8 @@ class ContractionPlan:
     offset_bits: int
     device_arch: Optional[str]
     config_override: Any = None
+    staging: tuple = ()          # gett.staging.Staging: operands copied into a workspace first
+    staged_plan: Any = None      # ContractionPlan over the staged copies (None: nothing is staged)
     _compiled: dict = field(default_factory=dict, repr=False)   # arch -> gett.kernel.CompiledKernel
     _lock: Any = field(default_factory=threading.Lock, repr=False)
 
@@ -86,10 +89,22 @@ class ContractionPlan:
         compiled on first use and kept. Needs NVRTC, not a GPU."""
         from .kernel import build_kernel, current_arch
         arch = arch or self.device_arch or current_arch()
+        if self.staged_plan is not None:
+            return self.staged_plan.kernel(arch)
         with self._lock:
             if arch not in self._compiled:
                 self._compiled[arch] = build_kernel(self, arch)
             return self._compiled[arch]
+
+    def copy_kernels(self, arch: Optional[str] = None) -> tuple:
+        """The compiled copy kernels of ``staging`` (one per staged operand, in order) for ``arch``."""
+        from .kernel import build_copy, current_arch
+        arch = arch or self.device_arch or current_arch()
+        with self._lock:
+            key = ("copies", arch)
+            if key not in self._compiled:
+                self._compiled[key] = tuple(build_copy(st, arch) for st in self.staging)
+            return self._compiled[key]
 
     @property
     def kernel_report(self):
@@ -111,6 +126,9 @@ class ContractionPlan:
             lines.append(f"  broadcast in D: {self.analysis.broadcast}")
         for g in GROUPS:
             lines.append("  " + self.tables[g].describe().replace("\n", "\n  "))
+        for st in self.staging:
+            lines.append(f"  staged: {st.tensor} copied to modes {''.join(map(str, st.order))} innermost first "
+                         f"(strides {st.target.strides}, {st.nbytes / 2**20:.1f} MiB of workspace)")
         ops = self.ops.describe()
         if ops:
             lines.append(f"  ops: {ops}")
@@ -150,7 +168,7 @@ def check_output_strides(desc: TensorDescriptor, name: str) -> None:
 def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type=None,
                      alpha=None, beta=None, op_a=None, op_b=None, op_c=None, op_out=None,
                      op_ab=None, reduce=None, broadcast=(), device_arch=None,
-                     config=None, autotune=None) -> ContractionPlan:
+                     config=None, staging=None, autotune=None) -> ContractionPlan:
     """Plan ``D[modes_C] = op_out(alpha · Σ op_ab(op_a(A), op_b(B)) + beta · op_c(C))``.
 
     ``A``, ``B``, ``C`` (and optionally ``D``, default: C's layout) are arrays (numpy, CuPy, PyTorch) or
@@ -159,12 +177,16 @@ def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type
     the data type otherwise; "tf32"/"3xtf32" for f32 tensor-core paths). ``alpha``/``beta`` are hints
     (``beta=0`` tells the planner C is not read). ``op_*`` are elementwise functions (lambdas or
     :mod:`gett.ops`); ``op_ab`` and ``reduce=(function, identity)`` define a custom semiring.
-    ``broadcast`` lists modes that appear in C only. ``device_arch`` (e.g. "sm_90") compiles the kernel
+    ``broadcast`` lists modes that appear in C only. ``staging``: None lets the planner copy A and/or B into
+    a dense layout first where that pays (:mod:`gett.staging`; the copies take workspace from CuPy's
+    memory pool at each call), False never does, True stages both (where not already dense). ``device_arch`` (e.g. "sm_90") compiles the kernel
     ahead for that architecture, no GPU needed. ``autotune`` (seconds, or True for 20 s) times candidate
     kernel configurations on the current GPU first, unless the plan database has this plan already
     (:func:`gett.tuner.autotune`; without a GPU it warns and plans as usual). Raises subclasses of
     ``ValueError``/``TypeError`` naming the tensor, mode and values on bad input.
     """
+    if staging not in (None, True, False):
+        raise TypeError(f"staging must be None (the planner decides), True or False, got {staging!r}")
     descs, arrays = {}, {}
     for name, x in (("A", A), ("B", B), ("C", C)):
         descs[name], arrays[name] = _descriptor(x, name)
@@ -187,21 +209,23 @@ def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type
     signature = (
         tuple(modes[t] for t in "ABC"),
         tuple((d.shape, d.strides, d.dtype.name, d.alignment) for d in (descs[t] for t in "ABCD")),
-        compute.name, ops.key, tuple(broadcast), beta_class, device_arch, config,
+        compute.name, ops.key, tuple(broadcast), beta_class, device_arch, config, staging,
     )
     plan = _PLAN_CACHE.get(signature)
     if plan is None:
         plan = _PLAN_CACHE.put(signature, _build_plan(signature, descs, modes, compute, ops, broadcast,
-                                                      beta_class, device_arch, config))
+                                                      beta_class, device_arch, config, staging))
     if autotune is not None:
         from .tuner import autotune as tune_plan
         tune_plan(plan, autotune)
     if device_arch is not None and not plan.is_empty:
         plan.kernel(device_arch)   # plan time includes compile time (DESIGN.md, data flow step 2)
+        plan.copy_kernels(device_arch)
     return plan
 
 
-def _build_plan(signature, descs, modes, compute, ops, broadcast, beta_class, device_arch, config):
+def _build_plan(signature, descs, modes, compute, ops, broadcast, beta_class, device_arch, config,
+                staging=None):
     analysis = analyse_modes(descs, modes, broadcast)
     traffic = {"A": descs["A"].nbytes, "B": descs["B"].nbytes, "D": descs["D"].nbytes,
                "C": descs["C"].nbytes if beta_class else 0}
@@ -212,8 +236,18 @@ def _build_plan(signature, descs, modes, compute, ops, broadcast, beta_class, de
         hi = sum(tables[g].offset_range(t)[1] for g in GROUPS)
         if max(-lo, hi) > _INT32_MAX:
             offset_bits = 64
-    return ContractionPlan(signature, modes, descs, analysis, tables, compute, ops, offset_bits,
+    plan = ContractionPlan(signature, modes, descs, analysis, tables, compute, ops, offset_bits,
                            device_arch, config)
+    copies = () if staging is False else choose_staging(plan, force=staging is True)
+    if not copies:
+        return plan
+    staged = {**descs, **{st.tensor: st.target for st in copies}}
+    inner_signature = (signature[0], tuple((d.shape, d.strides, d.dtype.name, d.alignment)
+                                           for d in (staged[t] for t in "ABCD")), *signature[2:-1], False)
+    inner = _build_plan(inner_signature, staged, modes, compute, ops, broadcast, beta_class, device_arch,
+                        config, staging=False)
+    return ContractionPlan(signature, modes, descs, analysis, tables, compute, ops, offset_bits,
+                           device_arch, config, copies, inner)
 
 
 def _on_gpu(array) -> bool:

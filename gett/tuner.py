@@ -257,8 +257,10 @@ def tune(plan, budget_seconds: float, candidates=None) -> tuple:
     ``candidates`` (default :func:`candidate_configs`) are tried after the heuristic's configuration, which
     is always timed and is the reference: a candidate whose result differs from it is discarded, as are
     candidates that fail validate(), don't fit shared memory, or fail to compile. Raises DeviceError
-    without a GPU and ValueError for an empty plan (no kernel to tune)."""
+    without a GPU and ValueError for an empty plan (no kernel to tune). A staged plan tunes the kernel
+    of its contraction over the staged copies."""
     from .kernel import build_kernel
+    plan = plan.staged_plan or plan
     arch = _gpu_arch()
     import cupy  # present: _gpu_arch found a device through it
     if plan.is_empty:
@@ -335,6 +337,7 @@ def autotune(plan, budget) -> None:
     configuration applies to plans made afterwards (see gett.clear_plan_cache)."""
     if budget is None or budget is False or plan.config_override is not None or plan.is_empty:
         return
+    plan = plan.staged_plan or plan
     try:
         arch = _gpu_arch()
     except DeviceError as e:

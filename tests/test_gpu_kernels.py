@@ -50,7 +50,7 @@ def to_host(x):
     return x.float().cpu().numpy() if hasattr(x, "cpu") else cp.asnumpy(x)
 
 
-def run_case(case, compute_type, seed, config=None):
+def run_case(case, compute_type, seed, config=None, staging=None):
     """Plan and run ``case`` on the GPU with a NaN-poisoned D; return (plan, D on the host, oracle)."""
     rng = np.random.default_rng(seed)
     host, dev = {}, {}
@@ -66,7 +66,8 @@ def run_case(case, compute_type, seed, config=None):
     D = device_view(poison(buffer_size(shape_c, case.layouts["C"]), case.out_dtype), shape_c,
                     case.layouts["C"], case.out_dtype)
     plan = gett.plan_contraction(dev["A"], case.modes_A, dev["B"], case.modes_B, dev["C"], case.modes_C,
-                                 D=D, compute_type=compute_type, broadcast=case.broadcast, config=config)
+                                 D=D, compute_type=compute_type, broadcast=case.broadcast, config=config,
+                                 staging=staging)
     gett.contract(plan, case.alpha, dev["A"], dev["B"], case.beta, dev["C"], D)
     return plan, to_host(D), oracle(case, host["A"], host["B"], host["C"])
 
@@ -97,6 +98,29 @@ def test_random_contractions(path):
             case.alpha, case.beta = float(int(case.alpha) or 1), float(int(case.beta))
         plan, got, expect = run_case(case, compute, seed)
         check(case, got, expect, tol)
+    inner()
+
+
+STAGED_PATHS = [("f16", "f32", None), ("bf16", "f32", None), ("f32", "f32", None), ("f64", "f64", None),
+                ("c64", "c64", None), ("i32", "i32", None)]
+
+
+@pytest.mark.parametrize("path", STAGED_PATHS, ids=lambda p: "-".join(x or "default" for x in p))
+def test_random_contractions_with_staged_operands(path):
+    """Both operands copied into the planner's dense layouts first (both copy kernels: runs and transposed
+    blocks; reversed and strided sources; torch tensors for bf16), then contracted: as numpy says."""
+    dtype, out, compute = path
+
+    @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(case=contractions(dtypes=(dtype,), out_dtypes={dtype: (out,)}, max_elements=40000),
+           seed=st.integers(0, 2**31))
+    def inner(case, seed):
+        if dtype == "bf16":
+            case.layouts = {t: (p, s, tuple(False for _ in f)) for t, (p, s, f) in case.layouts.items()}
+        if dtype[0] == "i":
+            case.alpha, case.beta = float(int(case.alpha) or 1), float(int(case.beta))
+        plan, got, expect = run_case(case, compute, seed, staging=True)
+        check(case, got, expect, PATHS[path])
     inner()
 
 

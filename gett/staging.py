@@ -1,0 +1,231 @@
+"""Operand staging: copy A and/or B into a dense layout before the contraction kernel runs.
+
+A contraction kernel re-reads each operand many times (once per tile row or column of the other
+operand), so where an operand's layout gives the kernel only short or scattered runs — 72-element runs
+of a TCCG tensor (144 bytes, rarely line-aligned), or a K box whose runs are 8 elements because A and B
+are contiguous along different K modes — one copy into a GEMM-friendly layout can cost far less than
+what it saves. Measured on an H100 (f16): #20 ``abcd-aebf-dfce`` 845 -> 434 us for the contraction
+on staged copies, #28 ``abcd-eafb-fdec`` 1539 -> 540 us.
+
+The staged layout of A is M-major (its M modes in D's order, then the K modes, then the batch modes);
+B keeps its stride-1 mode innermost where that is an N or K mode, with its N modes in D's order. The K
+modes take one order for both, so K merges into a single contiguous index where it can. Only
+contractions with enough arithmetic per copied byte are staged (:data:`FLOPS_PER_COPY_BYTE`).
+The copies live in a workspace taken from CuPy's memory pool at each call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import math_path
+from .descriptor import TensorDescriptor
+from .layout import IndexTable
+
+# Flops per byte moved by the staging copies (read + write) above which a plan is staged: 4 x the ratio
+# of the math path's rate to copy bandwidth on an H100 (f16 tensor cores ~650 TFLOP/s, f32 FMA ~50,
+# copies ~2.6 TB/s), so the copies cost at most a quarter of the contraction's arithmetic time.
+FLOPS_PER_COPY_BYTE = {"mma16": 1000, "simt": 80}
+# Runs shorter than this (bytes) along an operand's contiguous group make its tensor-core loads slow.
+SHORT_RUN_BYTES = 256
+COPY_KERNEL_NAME = "gett_stage_copy"
+_INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Staging:
+    """One operand copied before the contraction: ``tensor`` ("A" or "B"), its ``modes`` (in dimension
+    order), their ``order`` in the copy (innermost first), and the ``source``/``target`` descriptors
+    (same shape)."""
+    tensor: str
+    modes: tuple
+    order: tuple
+    source: TensorDescriptor
+    target: TensorDescriptor
+
+    @property
+    def nbytes(self) -> int:
+        return self.target.nbytes
+
+
+def _strides(plan, tensor: str) -> dict:
+    """mode -> stride of ``tensor`` (D's for "D"), for modes of extent > 1."""
+    modes = plan.modes["C" if tensor == "D" else tensor]
+    return {m: s for m, s, e in zip(modes, plan.descriptors[tensor].strides, plan.descriptors[tensor].shape)
+            if e > 1}
+
+
+def _fast_mode(plan, tensor: str):
+    """The mode of stride 1 in ``tensor``, or None."""
+    return next((m for m, s in _strides(plan, tensor).items() if s == 1), None)
+
+
+def run_bytes(plan, tensor: str) -> int:
+    """Bytes of ``tensor``'s longest contiguous run that stays inside the group of its stride-1 mode:
+    the run a tile of the kernel can read in one piece (0 without a stride-1 mode)."""
+    strides, group_of = _strides(plan, tensor), plan.analysis.group_of
+    fast = _fast_mode(plan, tensor)
+    if fast is None:
+        return 0
+    run = 1
+    for m, s in sorted(strides.items(), key=lambda ms: abs(ms[1])):
+        if s != run or group_of[m] != group_of[fast]:
+            break
+        run *= plan.analysis.extents[m]
+    return run * plan.descriptors[tensor].dtype.itemsize
+
+
+def dense_strides(shape: tuple, modes: tuple, order: tuple) -> tuple:
+    """Strides (per dimension of ``modes``) of the dense layout whose innermost mode is ``order[0]``."""
+    extent = dict(zip(modes, shape))
+    stride, step = {}, 1
+    for m in order:
+        stride[m] = step
+        step *= extent[m]
+    return tuple(stride[m] for m in modes)
+
+
+def target_orders(plan) -> dict:
+    """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch); B with its
+    stride-1 mode's group first (N modes in D's order); one K order for both — B's strides where B is
+    contiguous along K (so B's copy keeps its runs), else A's. Extent-1 modes go last."""
+    d = _strides(plan, "D")
+    group_of, fast_b = plan.analysis.group_of, _fast_mode(plan, "B")
+    s = {t: _strides(plan, t) for t in "AB"}
+    by_k = "B" if fast_b is not None and group_of[fast_b] == "K" else "A"
+    other = "A" if by_k == "B" else "B"
+
+    def k_key(m):
+        return (abs(s[by_k].get(m, 1 << 62)), abs(s[other].get(m, 1 << 62)))
+
+    def group(tensor, g, key):
+        return sorted((m for m in s[tensor] if group_of[m] == g), key=key)
+
+    orders = {}
+    for t, free in (("A", "M"), ("B", "N")):
+        fast = _fast_mode(plan, t)
+
+        def by_d(m, fast=fast):   # the operand's stride-1 mode stays innermost: its copy moves whole runs
+            return (m != fast, abs(d.get(m, 1 << 62)))
+        first, k = group(t, free, by_d), group(t, "K", k_key)
+        mn_major = t == "A" or fast_b is None or group_of[fast_b] != "K"
+        order = (first + k if mn_major else k + first) + group(t, "L", by_d)
+        orders[t] = tuple(order) + tuple(m for m in plan.modes[t] if m not in order)
+    return orders
+
+
+def choose_staging(plan, force: bool = False) -> tuple:
+    """The operands to stage for ``plan`` (a tuple of :class:`Staging`, possibly empty).
+
+    Staged when the contraction is compute-bound and its arithmetic per copied byte is at least
+    :data:`FLOPS_PER_COPY_BYTE` of the math path, and either A and B are contiguous along different K modes (a K box of short runs), or, on the 16-bit
+    tensor-core path, an operand's run is shorter than :data:`SHORT_RUN_BYTES`; then each such operand
+    whose layout is not already the target is copied. ``force`` stages both (tests), layouts permitting.
+    """
+    if plan.is_empty:
+        return ()
+    orders = target_orders(plan)
+    if force:
+        chosen = ("A", "B")
+    else:
+        path = math_path(plan)
+        threshold = FLOPS_PER_COPY_BYTE.get(path)
+        if threshold is None:
+            return ()
+        group_of = plan.analysis.group_of
+        fast = {t: _fast_mode(plan, t) for t in "AB"}
+        conflict = all(f is not None and group_of[f] == "K" for f in fast.values()) and fast["A"] != fast["B"]
+        short = {t: run_bytes(plan, t) < SHORT_RUN_BYTES for t in "AB"}
+        if not (conflict or (path == "mma16" and any(short.values()))):
+            return ()
+        d = plan.descriptors
+        copied = d["A"].nbytes + d["B"].nbytes
+        moved = copied + d["D"].nbytes + (d["C"].nbytes if plan.beta_hint is not False else 0)
+        # enough arithmetic per copied byte, and per byte the contraction itself moves (compute-bound)
+        if plan.flops < threshold * 2 * copied or plan.flops < threshold / 4 * moved:
+            return ()
+        chosen = tuple(t for t in "AB" if conflict or short[t])
+    out = []
+    for t in chosen:
+        src = plan.descriptors[t]
+        strides = dense_strides(src.shape, plan.modes[t], orders[t])
+        target = TensorDescriptor(src.shape, strides, src.dtype)
+        if target.strides != src.strides:
+            out.append(Staging(t, plan.modes[t], orders[t], src, target))
+    return tuple(out)
+
+
+# The copy kernel ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CopySource:
+    """A rendered copy kernel and its launch shape."""
+    source: str
+    grid: tuple
+    block: tuple
+
+
+def copy_table(staging: Staging, modes=None) -> IndexTable:
+    """The copy's index table over ``modes`` (default: the copy's order, extent-1 modes left out): the
+    offsets of a linear destination index in the source ("src") and destination ("dst")."""
+    ext = dict(zip(staging.modes, staging.source.shape))
+    s_src, s_dst = dict(zip(staging.modes, staging.source.strides)), dict(zip(staging.modes, staging.target.strides))
+    modes = tuple(m for m in staging.order if ext[m] > 1) if modes is None else tuple(modes)
+    return IndexTable("copy", tuple((m,) for m in modes), tuple(ext[m] for m in modes),
+                      (("src", tuple(s_src[m] for m in modes)), ("dst", tuple(s_dst[m] for m in modes))))
+
+
+def _table_type(table: IndexTable, tensor: str) -> str:
+    modes = "".join(f", gett::Mode<{e}, {d}, {s}>"
+                    for e, d, s in zip(table.extents, table.divisors, table.strides_of(tensor)))
+    return f"gett::Table<Offset{modes}>"
+
+
+def _tile_side(extent: int, itemsize: int) -> int:
+    """A transposed block's side along a mode: the whole extent where it is short (no partial blocks for
+    the 72s of TCCG), else 64 (16-bit) or 32 elements; at most 33 KB of shared memory a block."""
+    whole = 128 if itemsize <= 2 else 64 if itemsize <= 4 else 32
+    return extent if extent <= whole else (64 if itemsize <= 2 else 32)
+
+
+def _offset_type(desc: TensorDescriptor) -> str:
+    reach = sum(abs(s) * (e - 1) for s, e in zip(desc.strides, desc.shape))
+    return "int" if reach <= _INT_MAX and desc.size <= _INT_MAX else "long long"
+
+
+def render_copy(staging: Staging) -> CopySource:
+    """The translation unit copying ``staging.source`` into ``staging.target`` (kernel COPY_KERNEL_NAME,
+    arguments ``(const T* src, T* dst)``): runs of vectors where both keep the source's stride-1 mode
+    innermost, else blocks transposed through shared memory."""
+    src, dst = staging.source, staging.target
+    table = copy_table(staging)
+    modes = tuple(m for (m,) in table.modes)
+    ext = dict(zip(modes, table.extents))
+    s_src, s_dst = dict(zip(modes, table.strides_of("src"))), dict(zip(modes, table.strides_of("dst")))
+    ctype, size = src.dtype.ctype, src.size
+    index = "int" if size <= _INT_MAX else "long long"
+    inner = modes[0] if modes else None
+    fast = next((m for m in modes if s_src[m] == 1), None)
+    head = (f"// Generated by gett: stage a {src.dtype.name} tensor of shape {src.shape}, strides {src.strides} "
+            f"-> {dst.strides}\n#include \"permute.cuh\"\nusing Offset = {_offset_type(src)};\nusing Index = {index};\n")
+    if fast is None or fast == inner:
+        itemsize, v = src.dtype.itemsize, max(16 // src.dtype.itemsize, 1)
+        others = [s_src[m] for m in modes if m != fast]
+        while v > 1 and not (fast is not None and ext[fast] % v == 0 and all(s % v == 0 for s in others)
+                             and src.alignment >= v * itemsize):
+            v //= 2
+        threads, unroll = 256, 4
+        vectors = size // v
+        body = (f"extern \"C\" __global__ void __launch_bounds__({threads}) {COPY_KERNEL_NAME}(const {ctype}* src, "
+                f"{ctype}* dst) {{\n  gett::copy_runs<{ctype}, Index, {_table_type(table, 'src')}, {v}, {unroll}>(src, dst, Index({vectors}));\n}}\n")
+        blocks = max(1, min(-(-vectors // (threads * unroll)), 1 << 30))
+        return CopySource(head + body, (blocks, 1, 1), (threads, 1, 1))
+    rows = 8
+    tq, tp = _tile_side(ext[inner], src.dtype.itemsize), _tile_side(ext[fast], src.dtype.itemsize)
+    rest = copy_table(staging, [m for m in modes if m not in (fast, inner)])
+    rests = rest.size
+    src_rest, dst_rest = _table_type(rest, "src"), _table_type(rest, "dst")
+    body = (f"extern \"C\" __global__ void __launch_bounds__({32 * rows}) {COPY_KERNEL_NAME}(const {ctype}* src, "
+            f"{ctype}* dst) {{\n  gett::transpose_tiles<{ctype}, Index, Offset, {tq}, {tp}, {rows}, {ext[inner]}, "
+            f"{ext[fast]}, {s_src[inner]}, {s_dst[fast]}, {src_rest}, {dst_rest}>(src, dst, Index({rests}));\n}}\n")
+    blocks = -(-ext[inner] // tq) * -(-ext[fast] // tp)
+    return CopySource(head + body, (blocks, min(rests, 65535), 1), (32, rows, 1))
+

@@ -1,0 +1,131 @@
+"""Operand staging (gett.staging): which operands the planner copies and into which layout, the copy's
+index table evaluated with numpy, staged contractions through the reference executor against
+numpy.einsum, and NVRTC compiles of both copy kernels."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import gett
+from cases import build_host_arrays, contractions, oracle
+from gett.reference import execute_reference, flat_view
+from gett.staging import choose_staging, copy_table, render_copy, run_bytes
+from tccg_suite.suite import select
+
+D = gett.TensorDescriptor
+
+
+def tccg_plan(cid: int, dtype: str = "f16", **kw):
+    c = select([cid])[0]
+    mk = lambda t: D(c.shape(t), c.strides(t), dtype)   # noqa: E731
+    return gett.plan_contraction(mk("A"), c.modes("A"), mk("B"), c.modes("B"), mk("C"), c.modes("C"),
+                                 beta=0, **kw)
+
+
+def staged_orders(plan) -> dict:
+    return {st.tensor: "".join(st.order) for st in plan.staging}
+
+
+@pytest.mark.parametrize("cid,dtype,expect", [
+    # 72-element runs on the tensor-core path, compute-bound: both copied, each keeping its stride-1 mode
+    (20, "f16", {"A": "abef", "B": "dcef"}),
+    (21, "f16", {"A": "abfe", "B": "fecd"}),      # B contiguous along K: K-major copy, K in B's order
+    (22, "f16", {"A": "acef", "B": "bdef"}),
+    # A and B contiguous along different K modes (e, f): A made M-major, B K-major in its own K order
+    (28, "f16", {"A": "abfe", "B": "fecd"}),
+    (28, "f32", {"A": "abfe", "B": "fecd"}),
+    (30, "f32", {"A": "adfe", "B": "febc"}),
+    # not staged: SIMT without a K conflict, long runs (#12), memory-bound or not enough flops per copy
+    (20, "f32", {}), (12, "f16", {}), (13, "f16", {}), (14, "f16", {}), (19, "f16", {}),
+    (1, "f16", {}), (9, "f16", {}), (31, "f16", {}), (40, "f16", {}),
+])
+def test_tccg_staging_choices(cid, dtype, expect):
+    assert staged_orders(tccg_plan(cid, dtype)) == expect
+
+
+def test_staged_tccg_plan_is_a_plain_gemm():
+    """#21's copies make M, N and K single contiguous modes: the staged plan is a dense GEMM, 32-bit."""
+    plan = tccg_plan(21)
+    inner = plan.staged_plan
+    assert [len(inner.tables[g].extents) for g in "MNK"] == [1, 1, 1]
+    assert inner.tables["M"].strides_of("A") == (1,) and inner.tables["K"].strides_of("B") == (1,)
+    assert (inner.m, inner.n, inner.k) == (plan.m, plan.n, plan.k) == (5184, 5184, 5184)
+    assert run_bytes(plan, "A") == 144 and run_bytes(inner, "A") == 5184 * 2
+    assert inner.staging == () and inner.staged_plan is None
+    for st in plan.staging:   # same shape and dtype, dense strides
+        assert st.target.shape == st.source.shape and st.target.dtype == st.source.dtype
+        assert sorted(st.target.strides) == [72 ** i for i in range(4)]
+    assert "staged: A copied to modes abfe" in repr(plan)
+
+
+def test_staging_option():
+    assert tccg_plan(20, staging=False).staging == ()
+    assert tccg_plan(12, staging=True).staging == ()    # already dense in the target layouts
+    forced = tccg_plan(13, staging=True)
+    assert [st.tensor for st in forced.staging] == ["A", "B"]
+    assert forced is not tccg_plan(13)
+    with pytest.raises(TypeError, match="staging must be None"):
+        tccg_plan(20, staging="yes")
+
+
+def _staged_copy(array: np.ndarray, target) -> np.ndarray:
+    """``array`` copied into a fresh buffer laid out with ``target``'s strides (the planner's layout)."""
+    buf = np.full(max(array.size, 1), np.nan if array.dtype.kind in "fc" else 0, dtype=array.dtype)
+    view = np.lib.stride_tricks.as_strided(buf, array.shape, [s * array.itemsize for s in target.strides])
+    view[...] = array
+    return view
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=contractions(dtypes=("f32", "f64", "c128", "i64")), seed=st.integers(0, 2**32 - 1))
+def test_forced_staging_through_the_reference_executor(case, seed):
+    """Every staged copy's table is a bijection onto the dense target, and the contraction over the
+    copies (the staged plan, through the reference executor) equals numpy.einsum in float64."""
+    if case.dtype.startswith("i"):
+        case.alpha, case.beta = float(int(case.alpha) or 1), float(int(case.beta))
+    arrays = build_host_arrays(case, np.random.default_rng(seed))
+    A, B, C = (arrays[t][0] for t in "ABC")
+    out = np.full(C.shape, np.nan if C.dtype.kind in "fc" else -999999, dtype=C.dtype)
+    plan = gett.plan_contraction(A, case.modes_A, B, case.modes_B, C, case.modes_C, D=out,
+                                 broadcast=case.broadcast, staging=True)
+    operands = {"A": A, "B": B}
+    for staging in plan.staging:
+        table = copy_table(staging)
+        dst = table.offsets("dst")
+        assert sorted(dst.tolist()) == list(range(staging.source.size))   # dense, each element once
+        src_flat, src_base = flat_view(operands[staging.tensor])
+        moved = np.empty(staging.source.size, dtype=src_flat.dtype)
+        moved[dst] = src_flat[src_base + table.offsets("src")]
+        copied = _staged_copy(operands[staging.tensor], staging.target)
+        assert np.array_equal(flat_view(copied)[0][:staging.source.size], moved)
+        operands[staging.tensor] = copied
+    expect = oracle(case, A, B, C)
+    execute_reference(plan.staged_plan or plan, case.alpha, operands["A"], operands["B"], case.beta, C, out)
+    if case.dtype.startswith("i"):
+        assert np.array_equal(out, expect)
+    else:
+        tol = 1e-5 if case.dtype in ("f32", "c64") else 1e-12
+        assert np.all(np.isfinite(out))   # every element written
+        np.testing.assert_allclose(out, expect, rtol=tol, atol=tol * max(np.abs(expect).max(initial=0.0), 1.0))
+
+
+@pytest.mark.parametrize("cid,tensor,kernel", [(20, "A", "copy_runs"), (28, "A", "transpose_tiles"),
+                                               (28, "B", "copy_runs")])
+def test_copy_kernels_compile(cid, tensor, kernel):
+    """Both copy kernels render and compile with NVRTC (no GPU needed); 16-byte vectors along 72-runs."""
+    from gett.kernel import build_copy
+    staging = next(st for st in tccg_plan(cid).staging if st.tensor == tensor)
+    source = render_copy(staging).source
+    assert f"gett::{kernel}<" in source
+    if kernel == "copy_runs":
+        assert ", 8, 4>(src, dst" in source   # 8 halves a vector, 4 vectors in flight a thread
+    copy = build_copy(staging, "sm_90")
+    assert copy.cubin_path.is_file() and copy.cubin_path.stat().st_size > 0
+
+
+def test_copy_of_a_large_tensor_uses_64_bit_offsets():
+    big = D((70000, 40000), (40000, 1), "f16")          # 2.8e9 elements, K-major: past 32-bit indices
+    plan = gett.plan_contraction(big, "ak", D((40000, 8), None, "f16"), "kn", D((70000, 8), None, "f16"), "an",
+                                 staging=True)
+    assert choose_staging(plan, force=True) == plan.staging
+    source = render_copy(next(s for s in plan.staging if s.tensor == "A")).source
+    assert "using Offset = long long;" in source and "using Index = long long;" in source
