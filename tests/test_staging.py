@@ -3,10 +3,11 @@ index table evaluated with numpy, staged contractions through the reference exec
 numpy.einsum, and NVRTC compiles of both copy kernels."""
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from cases import build_host_arrays, contractions, oracle
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gett
-from cases import build_host_arrays, contractions, oracle
 from gett.reference import execute_reference, flat_view
 from gett.staging import choose_staging, copy_table, render_copy, run_bytes
 from tccg_suite.suite import select
@@ -16,7 +17,7 @@ D = gett.TensorDescriptor
 
 def tccg_plan(cid: int, dtype: str = "f16", **kw):
     c = select([cid])[0]
-    mk = lambda t: D(c.shape(t), c.strides(t), dtype)   # noqa: E731
+    mk = lambda t: D(c.shape(t), c.strides(t), dtype)
     return gett.plan_contraction(mk("A"), c.modes("A"), mk("B"), c.modes("B"), mk("C"), c.modes("C"),
                                  beta=0, **kw)
 
@@ -51,9 +52,9 @@ def test_staged_tccg_plan_is_a_plain_gemm():
     assert (inner.m, inner.n, inner.k) == (plan.m, plan.n, plan.k) == (5184, 5184, 5184)
     assert run_bytes(plan, "A") == 144 and run_bytes(inner, "A") == 5184 * 2
     assert inner.staging == () and inner.staged_plan is None
-    for st in plan.staging:   # same shape and dtype, dense strides
-        assert st.target.shape == st.source.shape and st.target.dtype == st.source.dtype
-        assert sorted(st.target.strides) == [72 ** i for i in range(4)]
+    for copy in plan.staging:   # same shape and dtype, dense strides
+        assert copy.target.shape == copy.source.shape and copy.target.dtype == copy.source.dtype
+        assert sorted(copy.target.strides) == [72 ** i for i in range(4)]
     assert "staged: A copied to modes abfe" in repr(plan)
 
 
