@@ -13,7 +13,7 @@ from .config import KernelConfig
 from .modes import GROUPS
 
 _INT_MAX = 2**31 - 1
-_ACC_CTYPE = {"f32": "float", "tf32": "float", "3xtf32": "float", "f64": "double",
+ACC_CTYPE = {"f32": "float", "tf32": "float", "3xtf32": "float", "f64": "double",
               "c64": "gett::complex<float>", "c128": "gett::complex<double>", "i32": "int", "i64": "long long"}
 KERNEL_NAME = "gett_contraction"
 REDUCE_NAME = "gett_reduce_splits"   # present when the configuration splits K
@@ -196,7 +196,7 @@ def _index_type(size: int) -> str:
     return "int" if size <= _INT_MAX else "long long"
 
 
-def _op_struct(name: str, expr, acc: str) -> str:
+def op_struct(name: str, expr, acc: str) -> str:
     if expr is None:
         return f"using {name} = gett::Identity;"
     fn = f"{name.lower()}_fn"
@@ -238,7 +238,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     :func:`ctas_per_sm` CTAs per SM, else for one)."""
     cfg.validate()
     d = plan.descriptors
-    acc = _ACC_CTYPE[plan.compute_type.name]
+    acc = ACC_CTYPE[plan.compute_type.name]
     ops = plan.ops
     la, lb = operand_layouts(plan, cfg, stage_ops)
     if cfg.ws and not (la.is_async and lb.is_async):
@@ -285,10 +285,10 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
 {'#include "elementwise.cuh"' if uses_ops else ''}
 
 namespace {{
-{_op_struct("OpA", ops.op_a, acc)}
-{_op_struct("OpB", ops.op_b, acc)}
-{_op_struct("OpC", ops.op_c, acc)}
-{_op_struct("OpOut", ops.op_out, acc)}
+{op_struct("OpA", ops.op_a, acc)}
+{op_struct("OpB", ops.op_b, acc)}
+{op_struct("OpC", ops.op_c, acc)}
+{op_struct("OpOut", ops.op_out, acc)}
 {_semiring(plan, acc)}
 
 struct Problem {{

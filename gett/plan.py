@@ -8,7 +8,7 @@ dictionary look-up.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from .descriptor import TensorDescriptor
@@ -242,9 +242,11 @@ def _build_plan(signature, descs, modes, compute, ops, broadcast, beta_class, de
     if not copies:
         return plan
     staged = {**descs, **{st.tensor: st.target for st in copies}}
+    inner_ops = replace(ops, **{f"op_{st.tensor.lower()}": None for st in copies})   # the copies apply them
     inner_signature = (signature[0], tuple((d.shape, d.strides, d.dtype.name, d.alignment)
-                                           for d in (staged[t] for t in "ABCD")), *signature[2:-1], False)
-    inner = _build_plan(inner_signature, staged, modes, compute, ops, broadcast, beta_class, device_arch,
+                                           for d in (staged[t] for t in "ABCD")), signature[2], inner_ops.key,
+                       *signature[4:-1], False)
+    inner = _build_plan(inner_signature, staged, modes, compute, inner_ops, broadcast, beta_class, device_arch,
                         config, staging=False)
     return ContractionPlan(signature, modes, descs, analysis, tables, compute, ops, offset_bits,
                            device_arch, config, copies, inner)

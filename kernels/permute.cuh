@@ -10,8 +10,9 @@ namespace gett {
 
 // The destination's innermost mode is the source's stride-1 mode: thread after thread moves V-element
 // vectors, UNROLL of them loaded before any is stored so their latencies overlap. SrcTable maps a
-// destination element index to its source offset.
-template <class T, class Index, class SrcTable, int V, int UNROLL>
+// destination element index to its source offset. Op (computed in Acc) is the operand's elementwise op,
+// applied here once per element so that the contraction reads the copy without one.
+template <class T, class Acc, class Op, class Index, class SrcTable, int V, int UNROLL>
 __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restrict__ dst, Index vectors) {
   using Vector = Vec<T, V>;
   const Index stride = Index(gridDim.x) * Index(blockDim.x) * Index(UNROLL);
@@ -26,7 +27,7 @@ __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restri
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const Index i = first + Index(u) * Index(blockDim.x);
-      if (i < vectors) *reinterpret_cast<Vector*>(dst + i * Index(V)) = v[u];
+      if (i < vectors) *reinterpret_cast<Vector*>(dst + i * Index(V)) = apply_op<Acc, Op>(v[u], true);
     }
   }
 }
@@ -34,9 +35,9 @@ __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restri
 // The destination's innermost mode Q is not the source's stride-1 mode P: a CTA of 32 x ROWS threads
 // moves a TQ x TP block of (Q, P) through shared memory, reading along P and writing along Q. The
 // other modes form one "rest" index, walked by blockIdx.y; SrcRest and DstRest give its offsets.
-// SQ: Q's source stride; DP: P's destination stride. A block may span a whole short extent (e.g. 72).
-template <class T, class Index, class Offset, int TQ, int TP, int ROWS, long long EQ, long long EP,
-          long long SQ, long long DP, class SrcRest, class DstRest>
+// SQ: Q's source stride; DP: P's destination stride; Op as in copy_runs. A block may span a whole short extent (e.g. 72).
+template <class T, class Acc, class Op, class Index, class Offset, int TQ, int TP, int ROWS, long long EQ,
+          long long EP, long long SQ, long long DP, class SrcRest, class DstRest>
 __device__ __forceinline__ void transpose_tiles(const T* __restrict__ src, T* __restrict__ dst, Index rests) {
   __shared__ T tile[TQ][TP + 1];   // +1: a column of the block spreads over the banks
   constexpr long long NQ = (EQ + TQ - 1) / TQ;
@@ -57,7 +58,8 @@ __device__ __forceinline__ void transpose_tiles(const T* __restrict__ src, T* __
 #pragma unroll
       for (int c = tx; c < TQ; c += 32) {
         const long long p = p0 + r, q = q0 + c;
-        if (q < EQ && p < EP) dst[to + Offset(p) * Offset(DP) + Offset(q)] = tile[c][r];
+        if (q < EQ && p < EP)
+          dst[to + Offset(p) * Offset(DP) + Offset(q)] = apply_op<Acc, Op>(Vec<T, 1>{tile[c][r]}, true).v[0];
       }
     __syncthreads();
   }

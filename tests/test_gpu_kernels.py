@@ -124,6 +124,33 @@ def test_random_contractions_with_staged_operands(path):
     inner()
 
 
+def _leaky(x):
+    return x if x > 0 else 0.01 * x
+
+
+@pytest.mark.parametrize("dtype,tol", [("f16", 2e-3), ("f32", 1e-5)])
+def test_staged_operands_with_fused_ops(dtype, tol):
+    """Leaky ReLU on A, B and C with both operands staged (A transposed, B copied in runs): the copies
+    apply op_a/op_b, the contraction op_c; as numpy says in float64."""
+    rng = np.random.default_rng(11)
+    npdt = NUMPY_DTYPE[dtype]
+    A = cp.asarray(rng.standard_normal((40, 70, 33)).astype(npdt)).transpose(2, 0, 1)   # "kma", k fast
+    B = cp.asarray(rng.standard_normal((33, 70, 50)).astype(npdt))                       # "kbn", n fast
+    C = cp.asarray(rng.standard_normal((40, 50)).astype(npdt))
+    D = cp.full((40, 50), cp.nan, dtype=npdt)
+    plan = gett.plan_contraction(A, "kma", B, "kbn", C, "mn", D=D, op_a=_leaky, op_b=_leaky, op_c=_leaky,
+                                 staging=True)
+    assert {s.tensor for s in plan.staging} == {"A", "B"}
+    gett.contract(plan, 1.5, A, B, -0.5, C, D)
+    la, lb, lc = (np.where(x > 0, x, 0.01 * x) for x in (to_host(A).astype(np.float64),
+                                                         to_host(B).astype(np.float64),
+                                                         to_host(C).astype(np.float64)))
+    expect = 1.5 * np.einsum("kma,kbn->mn", la, lb) - 0.5 * lc
+    got = to_host(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) <= tol
+
+
 WGMMA_TILES = [(64, 64), (64, 128), (128, 128), (128, 256)]
 
 

@@ -130,3 +130,27 @@ def test_copy_of_a_large_tensor_uses_64_bit_offsets():
     assert choose_staging(plan, force=True) == plan.staging
     source = render_copy(next(s for s in plan.staging if s.tensor == "A")).source
     assert "using Offset = long long;" in source and "using Index = long long;" in source
+
+
+def leaky(x):
+    return x if x > 0 else 0.01 * x
+
+
+def test_staged_copies_apply_the_operand_ops():
+    """op_a/op_b move into the copies (the staged plan has none); the staged plan on op'd copies equals
+    the plan with the ops, through the reference executor, and numpy in float64."""
+    rng = np.random.default_rng(5)
+    A, B = rng.standard_normal((7, 5, 6)).transpose(2, 0, 1), rng.standard_normal((5, 9, 6))   # A k-fast
+    C = rng.standard_normal((7, 9))
+    plan = gett.plan_contraction(A, "kmc", B, "cnk", C, "mn", op_a=leaky, op_b=abs, op_c=leaky, staging=True)
+    assert {s.tensor for s in plan.staging} == {"A", "B"}
+    assert all(s.op is not None for s in plan.staging)
+    inner = plan.staged_plan
+    assert inner.ops.op_a is None and inner.ops.op_b is None and inner.ops.op_c is not None
+    copies = {s.tensor: _staged_copy(s.op.evaluate({"A": A, "B": B}[s.tensor]), s.target) for s in plan.staging}
+    got = np.full(C.shape, np.nan)
+    execute_reference(inner, 2.0, copies["A"], copies["B"], 0.5, C, got)
+    la, lb = np.where(A > 0, A, 0.01 * A), np.abs(B)
+    expect = 2.0 * np.einsum("kmc,cnk->mn", la, lb) + 0.5 * np.where(C > 0, C, 0.01 * C)
+    np.testing.assert_allclose(got, expect, rtol=1e-12, atol=1e-12)
+    assert "#include \"elementwise.cuh\"" in render_copy(plan.staging[0]).source
