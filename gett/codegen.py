@@ -186,13 +186,14 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) ->
     return max(pipe, epi)
 
 
-def _table_type(plan, group: str, tensor: str) -> str:
-    t = plan.tables[group]
-    modes = "".join(f", gett::Mode<{e}, {d}, {s}>" for e, d, s in zip(t.extents, t.divisors, t.strides_of(tensor)))
+def table_type(table, tensor: str) -> str:
+    """``table``'s offsets in ``tensor`` as the device type layout.cuh evaluates (offset type ``Offset``)."""
+    modes = "".join(f", gett::Mode<{e}, {d}, {s}>"
+                    for e, d, s in zip(table.extents, table.divisors, table.strides_of(tensor)))
     return f"gett::Table<Offset{modes}>"
 
 
-def _index_type(size: int) -> str:
+def index_type(size: int) -> str:
     return "int" if size <= _INT_MAX else "long long"
 
 
@@ -250,7 +251,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     epi_v = epilogue_vector(plan, cfg, m_fast, epi_tx)
     epi_run, epi_cross = epilogue_cross(plan, cfg, m_fast, epi_tx)
     offset = "int" if plan.offset_bits == 32 else "long long"
-    tables = "\n".join(f"  using {t}{g} = {_table_type(plan, g, t)};"
+    tables = "\n".join(f"  using {t}{g} = {table_type(plan.tables[g], t)};"
                        for t, groups in (("A", "MKL"), ("B", "NKL"), ("C", "MNL"), ("D", "MNL"))
                        for g in groups)
     if cfg.math == "simt":
@@ -298,10 +299,10 @@ struct Problem {{
   using TD = {d['D'].dtype.ctype};
   using Acc = {acc};
   using Offset = {offset};
-  using IndexM = {_index_type(plan.m)};
-  using IndexN = {_index_type(plan.n)};
-  using IndexK = {_index_type(plan.k + cfg.bk)};
-  using IndexL = {_index_type(plan.batch)};
+  using IndexM = {index_type(plan.m)};
+  using IndexN = {index_type(plan.n)};
+  using IndexK = {index_type(plan.k + cfg.bk)};
+  using IndexL = {index_type(plan.batch)};
   static constexpr long long M = {plan.m}, N = {plan.n}, K = {plan.k}, L = {plan.batch};
 {tables}
 }};

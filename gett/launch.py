@@ -96,22 +96,25 @@ class Launcher:
         descriptors (for the CuPy kind, device addresses as ints serve too). Checks nothing."""
         if self._fn is None:
             return
-        stream = None   # CuPy's current stream
         if self._torch_stream is not None:
             address = self._address
             A, B, C, D = address(A.data_ptr()), address(B.data_ptr()), address(C.data_ptr()), address(D.data_ptr())
-            stream = _external_stream(self._torch_stream(self._device), self._device)
-        self._dispatch(A, B, C, D, alpha, beta, stream)
+        self._dispatch(A, B, C, D, alpha, beta, self.stream())
 
     def at_addresses(self, a: int, b: int, c: int, d: int, alpha, beta) -> None:
         """Launch on device addresses, for arrays of mixed kinds (e.g. torch bf16 inputs, a CuPy output),
         on the stream of the launcher's kind."""
         if self._fn is None:
             return
-        stream = None if self._torch_stream is None else _external_stream(self._torch_stream(self._device),
-                                                                          self._device)
         address = self._address
+        stream = self.stream()
         self._dispatch(address(a), address(b), address(c), address(d), alpha, beta, stream)
+
+    def stream(self):
+        """The stream launches go to: PyTorch's current one (a CuPy view) for torch, else None (CuPy's)."""
+        if self._torch_stream is None:
+            return None
+        return _external_stream(self._torch_stream(self._device), self._device)
 
     def _dispatch(self, A, B, C, D, alpha, beta, stream):
         scalars = self._scalars
@@ -158,7 +161,7 @@ class StagedLauncher:
     operands into workspace from CuPy's memory pool (stream-ordered: the memory is reused only after the
     stream has passed its kernels), then runs the staged plan's :class:`Launcher` on the copies.
     Same call interface as :class:`Launcher`."""
-    __slots__ = ("_address", "_copies", "_cupy", "_device", "_inner", "_torch_stream")
+    __slots__ = ("_address", "_copies", "_cupy", "_device", "_inner")
 
     def __init__(self, plan, device: int, kind: str):
         import cupy
@@ -167,7 +170,6 @@ class StagedLauncher:
         from .kernel import current_arch
         self._inner = Launcher(plan.staged_plan, device, kind)
         self._cupy, self._device, self._address = cupy, device, CIntptr
-        self._torch_stream = _torch_stream_getter() if kind == "torch" else None
         with cupy.cuda.Device(device):
             kernels = plan.copy_kernels(plan.device_arch or current_arch())
             self._copies = tuple((st.tensor, st.nbytes, _function(k, k.name, device), k.grid, k.block)
@@ -177,8 +179,7 @@ class StagedLauncher:
         self.at_addresses(_pointer(A), _pointer(B), _pointer(C), _pointer(D), alpha, beta)
 
     def at_addresses(self, a: int, b: int, c: int, d: int, alpha, beta) -> None:
-        stream = None if self._torch_stream is None else _external_stream(self._torch_stream(self._device),
-                                                                          self._device)
+        stream = self._inner.stream()
         operands = {"A": a, "B": b}
         with self._cupy.cuda.Device(self._device), stream if stream is not None else contextlib.nullcontext():
             workspace = []   # kept until the staged kernel is launched
@@ -234,7 +235,8 @@ _launchers: dict = {}
 
 
 def launcher(plan, device: int, kind: str):
-    """The :class:`Launcher` (or :class:`StagedLauncher`) of ``plan`` on ``device``, made on first use and kept while the plan lives."""
+    """The :class:`Launcher` (or :class:`StagedLauncher`) of ``plan`` on ``device``, made on first use and
+    kept while the plan lives."""
     key = (id(plan), device, kind)
     entry = _launchers.get(key)
     if entry is None or entry[0]() is not plan:

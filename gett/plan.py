@@ -177,10 +177,10 @@ def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type
     the data type otherwise; "tf32"/"3xtf32" for f32 tensor-core paths). ``alpha``/``beta`` are hints
     (``beta=0`` tells the planner C is not read). ``op_*`` are elementwise functions (lambdas or
     :mod:`gett.ops`); ``op_ab`` and ``reduce=(function, identity)`` define a custom semiring.
-    ``broadcast`` lists modes that appear in C only. ``staging``: None lets the planner copy A and/or B into
-    a dense layout first where that pays (:mod:`gett.staging`; the copies take workspace from CuPy's
-    memory pool at each call), False never does, True stages both (where not already dense). ``device_arch`` (e.g. "sm_90") compiles the kernel
-    ahead for that architecture, no GPU needed. ``autotune`` (seconds, or True for 20 s) times candidate
+    ``broadcast`` lists modes that appear in C only. ``staging``: None lets the planner copy A and/or B
+    into a dense layout first where that pays (:mod:`gett.staging`; the copies take workspace from CuPy's
+    memory pool at each call), False never does, True stages both (where not already dense).
+    ``device_arch`` (e.g. "sm_90") compiles the kernel ahead for that architecture, no GPU needed. ``autotune`` (seconds, or True for 20 s) times candidate
     kernel configurations on the current GPU first, unless the plan database has this plan already
     (:func:`gett.tuner.autotune`; without a GPU it warns and plans as usual). Raises subclasses of
     ``ValueError``/``TypeError`` naming the tensor, mode and values on bad input.
@@ -208,8 +208,7 @@ def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type
     beta_class = None if beta is None else (beta != 0)
     signature = (
         tuple(modes[t] for t in "ABC"),
-        tuple((d.shape, d.strides, d.dtype.name, d.alignment) for d in (descs[t] for t in "ABCD")),
-        compute.name, ops.key, tuple(broadcast), beta_class, device_arch, config, staging,
+        _descriptors_key(descs), compute.name, ops.key, tuple(broadcast), beta_class, device_arch, config, staging,
     )
     plan = _PLAN_CACHE.get(signature)
     if plan is None:
@@ -222,6 +221,11 @@ def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type
         plan.kernel(device_arch)   # plan time includes compile time (DESIGN.md, data flow step 2)
         plan.copy_kernels(device_arch)
     return plan
+
+
+def _descriptors_key(descs: dict) -> tuple:
+    """What a plan's signature holds of the tensors A, B, C, D."""
+    return tuple((d.shape, d.strides, d.dtype.name, d.alignment) for d in (descs[t] for t in "ABCD"))
 
 
 def _build_plan(signature, descs, modes, compute, ops, broadcast, beta_class, device_arch, config,
@@ -243,9 +247,8 @@ def _build_plan(signature, descs, modes, compute, ops, broadcast, beta_class, de
         return plan
     staged = {**descs, **{st.tensor: st.target for st in copies}}
     inner_ops = replace(ops, **{f"op_{st.tensor.lower()}": None for st in copies})   # the copies apply them
-    inner_signature = (signature[0], tuple((d.shape, d.strides, d.dtype.name, d.alignment)
-                                           for d in (staged[t] for t in "ABCD")), signature[2], inner_ops.key,
-                       *signature[4:-1], False)
+    inner_signature = (signature[0], _descriptors_key(staged), signature[2], inner_ops.key, *signature[4:-1],
+                       False)
     inner = _build_plan(inner_signature, staged, modes, compute, inner_ops, broadcast, beta_class, device_arch,
                         config, staging=False)
     return ContractionPlan(signature, modes, descs, analysis, tables, compute, ops, offset_bits,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .codegen import ACC_CTYPE, op_struct
+from .codegen import ACC_CTYPE, index_type, op_struct, table_type
 from .config import math_path
 from .descriptor import TensorDescriptor
 from .layout import IndexTable
@@ -128,7 +128,6 @@ def choose_staging(plan, force: bool = False) -> tuple:
     """
     if plan.is_empty:
         return ()
-    orders = target_orders(plan)
     if force:
         chosen = ("A", "B")
     else:
@@ -149,7 +148,7 @@ def choose_staging(plan, force: bool = False) -> tuple:
         if plan.flops < threshold * 2 * copied or plan.flops < threshold / 4 * moved:
             return ()
         chosen = tuple(t for t in "AB" if conflict or short[t])
-    out = []
+    orders, out = target_orders(plan), []
     for t in chosen:
         src = plan.descriptors[t]
         strides = dense_strides(src.shape, plan.modes[t], orders[t])
@@ -179,12 +178,6 @@ def copy_table(staging: Staging, modes=None) -> IndexTable:
                       (("src", tuple(s_src[m] for m in modes)), ("dst", tuple(s_dst[m] for m in modes))))
 
 
-def _table_type(table: IndexTable, tensor: str) -> str:
-    modes = "".join(f", gett::Mode<{e}, {d}, {s}>"
-                    for e, d, s in zip(table.extents, table.divisors, table.strides_of(tensor)))
-    return f"gett::Table<Offset{modes}>"
-
-
 def _tile_side(extent: int, itemsize: int) -> int:
     """A transposed block's side along a mode: the whole extent where a square block of it fits in 40 KB
     of shared memory (no partial blocks for the 72s of TCCG), else 64 (16-bit) or 32 elements."""
@@ -207,7 +200,7 @@ def render_copy(staging: Staging) -> CopySource:
     ext = dict(zip(modes, table.extents))
     s_src, s_dst = dict(zip(modes, table.strides_of("src"))), dict(zip(modes, table.strides_of("dst")))
     ctype, size = src.dtype.ctype, src.size
-    index = "int" if size <= _INT_MAX else "long long"
+    index = index_type(size)
     inner = modes[0] if modes else None
     fast = next((m for m in modes if s_src[m] == 1), None)
     acc = ACC_CTYPE[staging.compute]
@@ -224,14 +217,14 @@ def render_copy(staging: Staging) -> CopySource:
         threads, unroll = 256, 4
         vectors = size // v
         body = (f"extern \"C\" __global__ void __launch_bounds__({threads}) {COPY_KERNEL_NAME}(const {ctype}* src, "
-                f"{ctype}* dst) {{\n  gett::copy_runs<{ctype}, Acc, Op, Index, {_table_type(table, 'src')}, {v}, {unroll}>(src, dst, Index({vectors}));\n}}\n")
+                f"{ctype}* dst) {{\n  gett::copy_runs<{ctype}, Acc, Op, Index, {table_type(table, 'src')}, {v}, {unroll}>(src, dst, Index({vectors}));\n}}\n")
         blocks = max(1, min(-(-vectors // (threads * unroll)), 1 << 30))
         return CopySource(head + body, (blocks, 1, 1), (threads, 1, 1))
     rows = 8
     tq, tp = _tile_side(ext[inner], src.dtype.itemsize), _tile_side(ext[fast], src.dtype.itemsize)
     rest = copy_table(staging, [m for m in modes if m not in (fast, inner)])
     rests = rest.size
-    src_rest, dst_rest = _table_type(rest, "src"), _table_type(rest, "dst")
+    src_rest, dst_rest = table_type(rest, "src"), table_type(rest, "dst")
     body = (f"extern \"C\" __global__ void __launch_bounds__({32 * rows}) {COPY_KERNEL_NAME}(const {ctype}* src, "
             f"{ctype}* dst) {{\n  gett::transpose_tiles<{ctype}, Acc, Op, Index, Offset, {tq}, {tp}, {rows}, {ext[inner]}, "
             f"{ext[fast]}, {s_src[inner]}, {s_dst[fast]}, {src_rest}, {dst_rest}>(src, dst, Index({rests}));\n}}\n")
