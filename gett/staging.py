@@ -10,9 +10,11 @@ on staged copies, #28 ``abcd-eafb-fdec`` 1539 -> 540 us.
 The staged layout of A is M-major (its M modes in D's order, then the K modes, then the batch modes);
 B keeps its stride-1 mode innermost where that is an N or K mode, with its N modes in D's order. The K
 modes take one order for both, so K merges into a single contiguous index where it can. Only
-contractions with enough arithmetic per copied byte are staged (:data:`FLOPS_PER_COPY_BYTE`).
+contractions with enough arithmetic per copied byte are staged for their layout (:data:`FLOPS_PER_COPY_BYTE`).
 The copies live in a workspace taken from CuPy's memory pool at each call. An operand's elementwise op
-(``op_a``/``op_b``) is applied by its copy, once per element, and the staged contraction runs without it.
+(``op_a``/``op_b``) is applied by its copy, once per element, and the staged contraction runs without it;
+an operand with an op is also staged for that alone where the kernel would apply the op many times over
+(compute-bound plans, small operands shared by many tiles; :func:`_staged_for_op`).
 """
 from __future__ import annotations
 
@@ -29,6 +31,11 @@ from .layout import IndexTable
 FLOPS_PER_COPY_BYTE = {"mma16": 1000, "simt": 80}
 # Runs shorter than this (bytes) along an operand's contiguous group make its tensor-core loads slow.
 SHORT_RUN_BYTES = 256
+# A small operand with an op is copied (the copy applying it) when it is at most 1/SMALL_OPERAND_SHARE of
+# the bytes the contraction moves, fills OP_TILE-wide tiles and OP_REUSE_STAGED tiles read each element.
+SMALL_OPERAND_SHARE = 64
+OP_TILE = 128
+OP_REUSE_STAGED = 256
 COPY_KERNEL_NAME = "gett_stage_copy"
 _INT_MAX = 2**31 - 1
 
@@ -118,44 +125,78 @@ def target_orders(plan) -> dict:
     return orders
 
 
+def _moved_bytes(plan) -> int:
+    """Bytes the contraction itself reads and writes: A, B, D, and C unless beta is known to be 0."""
+    d = plan.descriptors
+    return d["A"].nbytes + d["B"].nbytes + d["D"].nbytes + (d["C"].nbytes if plan.beta_hint is not False else 0)
+
+
+def _compute_bound(plan, copied: int) -> bool:
+    """Whether ``plan`` does enough arithmetic per copied byte and per byte it moves itself for a copy of
+    ``copied`` bytes to cost at most a quarter of its math time (:data:`FLOPS_PER_COPY_BYTE`)."""
+    threshold = FLOPS_PER_COPY_BYTE.get(math_path(plan))
+    return (threshold is not None and plan.flops >= threshold * 2 * copied
+            and plan.flops >= threshold / 4 * _moved_bytes(plan))
+
+
+def _k_conflict(plan) -> bool:
+    """Whether A and B are contiguous along different K modes (the kernel's K tile is then a box of short runs)."""
+    group_of = plan.analysis.group_of
+    fast = [_fast_mode(plan, t) for t in "AB"]
+    return all(f is not None and group_of[f] == "K" for f in fast) and fast[0] != fast[1]
+
+
+def _staged_for_layout(plan) -> tuple:
+    """Operands whose layout slows a compute-bound kernel: A and B contiguous along different K modes, or on
+    the 16-bit tensor-core path an operand's run shorter than :data:`SHORT_RUN_BYTES`. (Memory-bound plans
+    are left alone: #14 ``ab-cad-dcb`` f16, K-conflicted, ran 242 us as is and 292 us with A copied
+    K-major first, H100.)"""
+    d = plan.descriptors
+    conflict = _k_conflict(plan)
+    short = {t: math_path(plan) == "mma16" and run_bytes(plan, t) < SHORT_RUN_BYTES for t in "AB"}
+    if (conflict or any(short.values())) and _compute_bound(plan, d["A"].nbytes + d["B"].nbytes):
+        return tuple(t for t in "AB" if conflict or short[t])
+    return ()
+
+
+def _staged_for_op(plan) -> tuple:
+    """Operands with an elementwise op that a copy should apply, once per element, because the kernel
+    would apply it to every element each time a tile loads it (once per tile column, resp. row, of the
+    other operand). Staged: the op'd operands of compute-bound plans, whose op arithmetic competes with
+    the MMAs (#12 ``ab-ac-cb`` f16 with leaky ReLU on A and B: 1.00 ms in the kernel, 0.57 ms with the
+    copies, 0.50 ms without ops; H100), and small operands that fill whole tiles and that many tiles
+    share (at most 1/:data:`SMALL_OPERAND_SHARE` of the bytes the contraction moves, a free extent of at
+    least :data:`OP_TILE`, read by at least :data:`OP_REUSE_STAGED` tiles): #15-#18's B (296 x 312), the
+    op 8-15% cheaper with the copy. Operands narrower than a tile carry little of a tile's op work and
+    the copy's launch cost more than it saved (#9-#11's 72 x 72 A, #1-#8's B, +2-7%)."""
+    d = plan.descriptors
+    with_op = [t for t in "AB" if (plan.ops.op_a if t == "A" else plan.ops.op_b) is not None]
+    if with_op and _compute_bound(plan, sum(d[t].nbytes for t in with_op)):
+        return tuple(with_op)
+    free = {"A": plan.m, "B": plan.n}
+    reuse = {"A": -(-plan.n // OP_TILE), "B": -(-plan.m // OP_TILE)}
+    return tuple(t for t in with_op if d[t].nbytes * SMALL_OPERAND_SHARE <= _moved_bytes(plan)
+                 and free[t] >= OP_TILE and reuse[t] >= OP_REUSE_STAGED)
+
+
 def choose_staging(plan, force: bool = False) -> tuple:
     """The operands to stage for ``plan`` (a tuple of :class:`Staging`, possibly empty).
 
-    Staged when the contraction is compute-bound and its arithmetic per copied byte is at least
-    :data:`FLOPS_PER_COPY_BYTE` of the math path, and either A and B are contiguous along different K modes (a K box of short runs), or, on the 16-bit
-    tensor-core path, an operand's run is shorter than :data:`SHORT_RUN_BYTES`; then each such operand
-    whose layout is not already the target is copied. ``force`` stages both (tests), layouts permitting.
+    For its layout (:func:`_staged_for_layout`) an operand is copied only where the target layout differs
+    from its own; for its op (:func:`_staged_for_op`) it is copied anyway, the copy applying the op.
+    ``force`` stages both (tests), where a layout differs or an op applies.
     """
     if plan.is_empty:
         return ()
-    if force:
-        chosen = ("A", "B")
-    else:
-        path = math_path(plan)
-        threshold = FLOPS_PER_COPY_BYTE.get(path)
-        if threshold is None:
-            return ()
-        group_of = plan.analysis.group_of
-        fast = {t: _fast_mode(plan, t) for t in "AB"}
-        conflict = all(f is not None and group_of[f] == "K" for f in fast.values()) and fast["A"] != fast["B"]
-        short = {t: run_bytes(plan, t) < SHORT_RUN_BYTES for t in "AB"}
-        if not (conflict or (path == "mma16" and any(short.values()))):
-            return ()
-        d = plan.descriptors
-        copied = d["A"].nbytes + d["B"].nbytes
-        moved = copied + d["D"].nbytes + (d["C"].nbytes if plan.beta_hint is not False else 0)
-        # enough arithmetic per copied byte, and per byte the contraction itself moves (compute-bound)
-        if plan.flops < threshold * 2 * copied or plan.flops < threshold / 4 * moved:
-            return ()
-        chosen = tuple(t for t in "AB" if conflict or short[t])
+    chosen = ("A", "B") if force else set(_staged_for_layout(plan) + _staged_for_op(plan))
+    if not chosen:
+        return ()
     orders, out = target_orders(plan), []
-    for t in chosen:
-        src = plan.descriptors[t]
-        strides = dense_strides(src.shape, plan.modes[t], orders[t])
-        target = TensorDescriptor(src.shape, strides, src.dtype)
-        if target.strides != src.strides:
-            out.append(Staging(t, plan.modes[t], orders[t], src, target,
-                               plan.ops.op_a if t == "A" else plan.ops.op_b, plan.compute_type.name))
+    for t in (t for t in "AB" if t in chosen):
+        src, op = plan.descriptors[t], plan.ops.op_a if t == "A" else plan.ops.op_b
+        target = TensorDescriptor(src.shape, dense_strides(src.shape, plan.modes[t], orders[t]), src.dtype)
+        if target.strides != src.strides or op is not None:
+            out.append(Staging(t, plan.modes[t], orders[t], src, target, op, plan.compute_type.name))
     return tuple(out)
 
 
@@ -185,6 +226,15 @@ def _tile_side(extent: int, itemsize: int) -> int:
     return extent if extent <= whole else (64 if itemsize <= 2 else 32)
 
 
+def _vector_width(src: TensorDescriptor, max_bytes: int, multiples) -> int:
+    """Elements a copy moves per access: the largest power of two within ``max_bytes`` that divides every
+    one of ``multiples`` (extents, strides, block sides) and that the source pointer's alignment allows."""
+    v = max(max_bytes // src.dtype.itemsize, 1)
+    while v > 1 and not (all(x % v == 0 for x in multiples) and src.alignment >= v * src.dtype.itemsize):
+        v //= 2
+    return v
+
+
 def _offset_type(desc: TensorDescriptor) -> str:
     reach = sum(abs(s) * (e - 1) for s, e in zip(desc.strides, desc.shape))
     return "int" if reach <= _INT_MAX and desc.size <= _INT_MAX else "long long"
@@ -209,25 +259,23 @@ def render_copy(staging: Staging) -> CopySource:
             f"-> {dst.strides}\n{includes}using Offset = {_offset_type(src)};\nusing Index = {index};\n"
             f"using Acc = {acc};\n{op_struct('Op', staging.op, acc)}\n")
     if fast is None or fast == inner:
-        itemsize, v = src.dtype.itemsize, max(16 // src.dtype.itemsize, 1)
-        others = [s_src[m] for m in modes if m != fast]
-        while v > 1 and not (fast is not None and ext[fast] % v == 0 and all(s % v == 0 for s in others)
-                             and src.alignment >= v * itemsize):
-            v //= 2
+        v = 1 if fast is None else _vector_width(src, 16, (ext[fast], *(s_src[m] for m in modes if m != fast)))
         threads, unroll = 256, 4
         vectors = size // v
         body = (f"extern \"C\" __global__ void __launch_bounds__({threads}) {COPY_KERNEL_NAME}(const {ctype}* src, "
                 f"{ctype}* dst) {{\n  gett::copy_runs<{ctype}, Acc, Op, Index, {table_type(table, 'src')}, {v}, {unroll}>(src, dst, Index({vectors}));\n}}\n")
         blocks = max(1, min(-(-vectors // (threads * unroll)), 1 << 30))
         return CopySource(head + body, (blocks, 1, 1), (threads, 1, 1))
-    rows = 8
+    threads = 256
     tq, tp = _tile_side(ext[inner], src.dtype.itemsize), _tile_side(ext[fast], src.dtype.itemsize)
     rest = copy_table(staging, [m for m in modes if m not in (fast, inner)])
     rests = rest.size
     src_rest, dst_rest = table_type(rest, "src"), table_type(rest, "dst")
-    body = (f"extern \"C\" __global__ void __launch_bounds__({32 * rows}) {COPY_KERNEL_NAME}(const {ctype}* src, "
-            f"{ctype}* dst) {{\n  gett::transpose_tiles<{ctype}, Acc, Op, Index, Offset, {tq}, {tp}, {rows}, {ext[inner]}, "
-            f"{ext[fast]}, {s_src[inner]}, {s_dst[fast]}, {src_rest}, {dst_rest}>(src, dst, Index({rests}));\n}}\n")
+    v = _vector_width(src, 8, (tq, tp, ext[inner], ext[fast], s_src[inner], s_dst[fast], *rest.strides_of("src"),
+                               *rest.strides_of("dst")))
+    body = (f"extern \"C\" __global__ void __launch_bounds__({threads}) {COPY_KERNEL_NAME}(const {ctype}* src, "
+            f"{ctype}* dst) {{\n  gett::transpose_tiles<{ctype}, Acc, Op, Index, Offset, {tq}, {tp}, {v}, {threads}, "
+            f"{ext[inner]}, {ext[fast]}, {s_src[inner]}, {s_dst[fast]}, {src_rest}, {dst_rest}>(src, dst, Index({rests}));\n}}\n")
     blocks = -(-ext[inner] // tq) * -(-ext[fast] // tp)
-    return CopySource(head + body, (blocks, min(rests, 65535), 1), (32, rows, 1))
+    return CopySource(head + body, (blocks, min(rests, 65535), 1), (threads, 1, 1))
 

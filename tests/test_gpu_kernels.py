@@ -151,6 +151,50 @@ def test_staged_operands_with_fused_ops(dtype, tol):
     assert np.linalg.norm(got - expect) / np.linalg.norm(expect) <= tol
 
 
+@pytest.mark.parametrize("dtype,tol,vector", [("f16", 2e-3, 4), ("f32", 1e-5, 2)])
+def test_transposing_copy_in_vectors(dtype, tol, vector):
+    """The transposing copy moving 8-byte vectors: A "kma" with k fastest is copied M-major through
+    whole 72-blocks along k and 64- (f16) or 32-blocks (f32) along m, the last one partial (200 = 3 x 64
+    + 8 = 6 x 32 + 8), op_a applied."""
+    from gett.staging import render_copy
+    rng = np.random.default_rng(3)
+    npdt = NUMPY_DTYPE[dtype]
+    A = cp.asarray(rng.standard_normal((12, 200, 72)).astype(npdt)).transpose(2, 1, 0)   # "kma", k fast
+    B = cp.asarray(rng.standard_normal((72, 12, 40)).astype(npdt))
+    C = cp.asarray(rng.standard_normal((200, 40)).astype(npdt))
+    D = cp.full((200, 40), cp.nan, dtype=npdt)
+    plan = gett.plan_contraction(A, "kma", B, "kan", C, "mn", D=D, op_a=_leaky, staging=True)
+    copy = next(s for s in plan.staging if s.tensor == "A")
+    tq = 64 if dtype == "f16" else 32   # m's blocks (200 is too long for one); k's 72 fits whole
+    assert f"transpose_tiles<{'__half' if dtype == 'f16' else 'float'}, Acc, Op, Index, Offset, {tq}, 72, {vector}," \
+        in render_copy(copy).source.replace("\n", "")
+    gett.contract(plan, 1.0, A, B, 0.5, C, D)
+    a = to_host(A).astype(np.float64)
+    expect = np.einsum("kma,kan->mn", np.where(a > 0, a, 0.01 * a), to_host(B).astype(np.float64)) \
+        + 0.5 * to_host(C).astype(np.float64)
+    got = to_host(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) <= tol
+
+
+def test_planner_stages_a_small_operand_for_its_op():
+    """A 16 KB B with an op, read by 256 tiles of a 32768-row A: the planner copies it (applying op_b)
+    rather than applying the op in every tile; the result is numpy's."""
+    rng = np.random.default_rng(4)
+    A = cp.asarray(rng.standard_normal((32768, 64)).astype(np.float16))
+    B = cp.asarray(rng.standard_normal((64, 128)).astype(np.float16))
+    C = cp.asarray(rng.standard_normal((32768, 128)).astype(np.float16))
+    D = cp.full((32768, 128), cp.nan, dtype=np.float16)
+    plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn", D=D, op_a=abs, op_b=_leaky)
+    assert [(s.tensor, s.op is not None) for s in plan.staging] == [("B", True)]
+    gett.contract(plan, 1.0, A, B, 1.0, C, D)
+    b = to_host(B).astype(np.float64)
+    expect = np.abs(to_host(A).astype(np.float64)) @ np.where(b > 0, b, 0.01 * b) + to_host(C).astype(np.float64)
+    got = to_host(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) <= 2e-3
+
+
 WGMMA_TILES = [(64, 64), (64, 128), (128, 128), (128, 256)]
 
 

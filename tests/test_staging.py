@@ -112,13 +112,15 @@ def test_forced_staging_through_the_reference_executor(case, seed):
 @pytest.mark.parametrize("cid,tensor,kernel", [(20, "A", "copy_runs"), (28, "A", "transpose_tiles"),
                                                (28, "B", "copy_runs")])
 def test_copy_kernels_compile(cid, tensor, kernel):
-    """Both copy kernels render and compile with NVRTC (no GPU needed); 16-byte vectors along 72-runs."""
+    """Both copy kernels render and compile with NVRTC (no GPU needed), with vectors along the 72-runs."""
     from gett.kernel import build_copy
     staging = next(st for st in tccg_plan(cid).staging if st.tensor == tensor)
     source = render_copy(staging).source
     assert f"gett::{kernel}<" in source
     if kernel == "copy_runs":
         assert ", 8, 4>(src, dst" in source   # 8 halves a vector, 4 vectors in flight a thread
+    else:
+        assert ", 72, 72, 4, 256, 72, 72," in source   # whole 72 x 72 blocks, 4 halves (8 bytes) an access
     copy = build_copy(staging, "sm_90")
     assert copy.cubin_path.is_file() and copy.cubin_path.stat().st_size > 0
 
@@ -134,6 +136,39 @@ def test_copy_of_a_large_tensor_uses_64_bit_offsets():
 
 def leaky(x):
     return x if x > 0 else 0.01 * x
+
+
+def tccg_fused_staging(cid: int, dtype: str = "f16") -> dict:
+    """{tensor: (order, has op)} of the staged copies of TCCG ``cid`` with leaky ReLU on A, B and C."""
+    plan = tccg_plan(cid, dtype, op_a=leaky, op_b=leaky, op_c=leaky)
+    return {st.tensor: ("".join(st.order), st.op is not None) for st in plan.staging}
+
+
+@pytest.mark.parametrize("cid,dtype,expect", [
+    # compute-bound: both op'd operands copied, also where their layouts are already dense (#12)
+    (12, "f16", {"A": ("ac", True), "B": ("cb", True)}),
+    (20, "f32", {"A": ("abef", True), "B": ("dcef", True)}),    # SIMT: staged for the op alone
+    (21, "f16", {"A": ("abfe", True), "B": ("fecd", True)}),    # staged for the layout, the copy takes the op
+    # small operands that fill whole tiles, read by hundreds of tiles: B (296 x 312) of #15, A of #16
+    (15, "f16", {"B": ("db", True)}), (16, "f16", {"A": ("ad", True)}), (17, "f32", {"B": ("bd", True)}),
+    # not staged: narrower than a tile (#9's 72 x 72 A, #1's 24 x 312 B, #19's 72-wide B), both large and
+    # memory-bound (#13, #14), small but shared by few tiles (#31, #40: K = 24)
+    (9, "f16", {}), (1, "f16", {}), (19, "f16", {}), (13, "f16", {}), (14, "f16", {}), (31, "f16", {}),
+    (40, "f16", {}),
+])
+def test_tccg_op_staging_choices(cid, dtype, expect):
+    assert tccg_fused_staging(cid, dtype) == expect
+
+
+def test_op_staging_needs_the_op():
+    """Without ops #12 and #15 stage nothing; op_b alone stages only B; the staged plan keeps op_a."""
+    assert tccg_plan(12).staging == () and tccg_plan(15).staging == ()
+    plan = tccg_plan(12, op_b=leaky)
+    assert [(st.tensor, st.op is not None) for st in plan.staging] == [("B", True)]
+    assert plan.staged_plan.ops.op_b is None
+    plan = tccg_plan(15, op_a=leaky, op_b=leaky)
+    assert plan.staged_plan.ops.op_a is not None and plan.staged_plan.ops.op_b is None
+    assert tccg_plan(15, op_b=leaky, staging=False).staging == ()
 
 
 def test_staged_copies_apply_the_operand_ops():
