@@ -182,6 +182,17 @@ def _wgmma_tile(plan):
     return _WGMMA_128X128 if _staged(plan, _WGMMA_128X128) == 0 else small
 
 
+def without_producer(cfg: KernelConfig) -> KernelConfig:
+    """``cfg`` (warp-specialised) for a plan whose A or B has an op: no producer warpgroup, which would
+    apply the op alone (measured slower, see _wgmma_tile). A split-K 128 x 256 tile also narrows to
+    128 x 128 with 4 stages, so that an op'd operand is staged through registers (codegen.operand_layouts):
+    #14 ``ab-cad-dcb`` f16 with leaky ReLU, H100 (tile_sweep --leaky): 328 us as 128 x 256 s3 k44,
+    266 us as 128 x 128 s4 k44 (s3: 318 at k30; #13's 128 x 128 s3 k30 stays its best)."""
+    if cfg.split_k > 1 and cfg.bn == 256:
+        return replace(cfg, ws=False, bn=128, stages=max(cfg.stages, 4))
+    return replace(cfg, ws=False)
+
+
 def loads_have_ops(plan) -> bool:
     """Whether A or B has an elementwise op: then no producer warpgroup (ws), which would apply it alone
     (measured slower, see _wgmma_tile)."""

@@ -35,10 +35,10 @@ import math
 import os
 import threading
 import warnings
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from .config import KernelConfig, loads_have_ops
+from .config import KernelConfig, loads_have_ops, without_producer
 from .modes import GROUPS
 
 __all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "plan_key", "record",
@@ -239,7 +239,7 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
     elementwise ops the same two look-ups for the plan without them (an op changes the work per element
     loaded, not which tile suits the shape; but the borrowed tile loses its producer warpgroup where A
-    or B has an op, which the producer alone would apply: see config._wgmma_tile); None without one."""
+    or B has an op, which the producer alone would apply: see config.without_producer); None without one."""
     arch = _arch(arch)
     entries, families = _database(arch)
     hit = entries.get(plan_key(plan, arch))
@@ -256,7 +256,7 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
         hit = entries.get(plan_key(plan, arch, unary_ops=False))
         config = hit.config if hit is not None else nearest(unary_ops=False)
         if config is not None and config.ws and loads_have_ops(plan):
-            config = replace(config, ws=False)
+            config = without_producer(config)
     return config
 
 
