@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .config import KernelConfig
+from .config import KernelConfig, loads_have_ops
 from .modes import GROUPS
+
+SM_SHARED_BYTES = 228 * 1024   # shared memory per SM on sm_90, where wgmma runs; a CTA reserves 1 KB of it
 
 _INT_MAX = 2**31 - 1
 ACC_CTYPE = {"f32": "float", "tf32": "float", "3xtf32": "float", "f64": "double",
@@ -156,11 +158,18 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     capped at 4 CTAs measured even). Tiles with at most 32 accumulators a thread (256 x 32) and 256
     threads keep 2 CTAs (128 registers): ops on A or B staged through registers took ptxas past that
     (#5 with leaky ReLU 110 -> 140 registers, one CTA: 89.9 -> 61.8 us capped, no spills); kernels
-    without ops there take 67-118. build_kernel drops the cap where ptxas spills more than a little."""
+    without ops there take 67-118. Likewise wgmma tiles of 256 math threads with an op pass on A or B
+    whose stages leave room for two CTAs (128 x 128, 3 stages): the pass's registers took fused #18 to
+    138, one CTA per SM (128 -> 191 us, H100). build_kernel drops the cap where ptxas spills more than a
+    little."""
     threads = cfg.threads
     accumulators = cfg.bm * cfg.bn // threads
     if cfg.math == "mma16" and accumulators <= 32 and threads <= 256:
         return 2
+    if cfg.math == "wgmma" and threads == 256 and loads_have_ops(plan):
+        pipeline = (cfg.bm + cfg.bn) * cfg.bk * plan.descriptors["A"].dtype.itemsize * cfg.stages
+        if 2 * (pipeline + 1024) <= SM_SHARED_BYTES:   # two CTAs' stages fit: keep their registers in 128
+            return 2
     if cfg.math != "mma16" or plan.k > cfg.bk or accumulators < 64:
         return 1
     return max(n for n in (1, 2, 3) if n == 1 or 65536 // (threads * n) >= accumulators + 16)
