@@ -166,10 +166,9 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     accumulators = cfg.bm * cfg.bn // threads
     if cfg.math == "mma16" and accumulators <= 32 and threads <= 256:
         return 2
-    if cfg.math == "wgmma" and threads == 256 and loads_have_ops(plan):
-        pipeline = (cfg.bm + cfg.bn) * cfg.bk * plan.descriptors["A"].dtype.itemsize * cfg.stages
-        if 2 * (pipeline + 1024) <= SM_SHARED_BYTES:   # two CTAs' stages fit: keep their registers in 128
-            return 2
+    if (cfg.math == "wgmma" and threads == 256 and loads_have_ops(plan)
+            and 2 * (shared_bytes(plan, cfg, *operand_layouts(plan, cfg)) + 1024) <= SM_SHARED_BYTES):
+        return 2   # two CTAs fit the shared memory: keep their registers in 128
     if cfg.math != "mma16" or plan.k > cfg.bk or accumulators < 64:
         return 1
     return max(n for n in (1, 2, 3) if n == 1 or 65536 // (threads * n) >= accumulators + 16)
