@@ -50,6 +50,7 @@ def main(argv=None) -> int:
                     help="f16 data with f32 accumulation, or f32 data with exact f32 compute (SIMT)")
     ap.add_argument("--leaky", action="store_true",
                     help="time the fusion benchmark's work instead: leaky ReLU on A, B and C, beta = 1")
+    ap.add_argument("--jobs", type=int, default=16, help="kernels compiled at a time before timing")
     args = ap.parse_args(argv)
     try:
         import cupy
@@ -71,6 +72,7 @@ def main(argv=None) -> int:
         from fusion import leaky_f64, leaky_op
         ops = dict(op_a=leaky_op(), op_b=leaky_op(), op_c=leaky_op())
     dtype, size, flops = {"f16": (numpy.float16, 2, 800e12), "f32": (numpy.float32, 4, 51e12)}[args.dtype]
+    precompile(select(parse_ids(args.only)), configs, numpy.dtype(dtype).name, beta, ops, args.jobs)
     for c in select(parse_ids(args.only)):
         buf = make_buffers(c, dtype, seed=1)
         ref = reference(c, Buffers(*(leaky_f64(x) for x in (buf.A, buf.B, buf.C)), None) if ops else buf, 1.0, beta)
@@ -93,6 +95,32 @@ def main(argv=None) -> int:
             except Exception as e:   # a configuration that doesn't fit is reported, not fatal
                 print(f"  {(cfg.key() if cfg else 'heuristic'):44s} {type(e).__name__}: {str(e).splitlines()[0][:80]}")
     return 0
+
+
+def precompile(contractions, configs, dtype_name: str, beta: float, ops: dict, jobs: int) -> None:
+    """Compile every (contraction, configuration) kernel ``jobs`` at a time into the disk cache, planning
+    from descriptors as the timed plans do from column-major arrays; failures are left to the timing loop,
+    which reports them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import gett
+    from gett.kernel import current_arch
+    from tccg_suite import gett_api
+    arch = current_arch()
+
+    def one(job):
+        c, cfg = job
+        d = gett_api.descriptors(gett, c, dtype_name)
+        try:
+            plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
+                                         beta=beta, config=cfg, **ops)
+            plan.kernel(arch)
+            plan.copy_kernels(arch)
+        except Exception:  # noqa: BLE001, S110 - the timing loop plans it again and reports the error
+            pass
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        list(pool.map(one, [(c, cfg) for c in contractions for cfg in [None] + configs]))
 
 
 if __name__ == "__main__":

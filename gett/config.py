@@ -182,14 +182,32 @@ def _wgmma_tile(plan):
     return _WGMMA_128X128 if _staged(plan, _WGMMA_128X128) == 0 else small
 
 
-def without_producer(cfg: KernelConfig) -> KernelConfig:
-    """``cfg`` (warp-specialised) for a plan whose A or B has an op: no producer warpgroup, which would
-    apply the op alone (measured slower, see _wgmma_tile). A split-K 128 x 256 tile also narrows to
-    128 x 128 with 4 stages, so that an op'd operand is staged through registers (codegen.operand_layouts):
-    #14 ``ab-cad-dcb`` f16 with leaky ReLU, H100 (tile_sweep --leaky): 328 us as 128 x 256 s3 k44,
-    266 us as 128 x 128 s4 k44 (s3: 318 at k30; #13's 128 x 128 s3 k30 stays its best)."""
-    if cfg.split_k > 1 and cfg.bn == 256:
+def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
+    """``cfg``, tuned for ``plan`` without ops, adapted to ``plan``'s op on A or B, which the kernel
+    applies to every element of every tile it loads, K padding included:
+    - no producer warpgroup (ws), which would apply the op alone (measured slower, see _wgmma_tile);
+      a split-K 128 x 256 tile also narrows to 128 x 128 with 4 stages, so that an op'd operand is
+      staged through registers (codegen.operand_layouts): #14 ``ab-cad-dcb`` f16 with leaky ReLU, H100
+      (tile_sweep --leaky): 328 us as 128 x 256 s3 k44, 266 us as 128 x 128 s4 k44 (s3: 318 at k30;
+      #13's 128 x 128 s3 k30 stays its best);
+    - mma.sync tiles 64 deep become 32 deep where that pads K less, and 256 rows become 128, a kernel
+      that needs no cap on its registers for two CTAs per SM (codegen.ctas_per_sm), which the op pass
+      took into spills; where K then fits the stages, one more stage, which costs no shared memory
+      (only K's tiles are allocated) and starts every tile's loads at once. H100, leaky ReLU,
+      tile_sweep --leaky: #2 ``abc-dca-bd`` (K = 312) 256 x 32 x 64 s3 45.0 us (28 B of spills),
+      128 x 32 x 64 s3 42.3, s4 46.1 (a stage more of shared memory); #5 ``abcd-ebad-ce`` (K = 72: 128
+      positions transformed 64 deep, 96 at 32) 256 x 32 x 64 s3 64.4 us, 256 x 32 x 32 s3 59.7,
+      128 x 32 x 32 s3 62.5, s4 57.8."""
+    if cfg.ws and cfg.split_k > 1 and cfg.bn == 256:
         return replace(cfg, ws=False, bn=128, stages=max(cfg.stages, 4))
+    if cfg.math == "mma16":
+        if cfg.bk == 64 and -(-plan.k // 32) * 32 < -(-plan.k // 64) * 64:
+            cfg = replace(cfg, bk=32)
+        if cfg.bm == 256:
+            cfg = replace(cfg, bm=128)
+            if -(-plan.k // cfg.bk) <= cfg.stages:
+                cfg = replace(cfg, stages=cfg.stages + 1)
+        return cfg
     return replace(cfg, ws=False)
 
 
@@ -238,7 +256,10 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
             return replace(cfg, wn=64)   # 4 warps of 64x64: +40% on #12, +20% on #21
         if scalar == 0 and 64 < m <= 96 and plan.k <= 128:   # one 96-row tile holds all of M: +13-24% on #9-11
             if has_wgmma(arch) and n >= 128 and _staged(plan, _WGMMA_128X128) == 0:
-                return _WGMMA_128X128   # H100 (tile_sweep, 2026-11-22): #9 71.6 -> 59.8 us, #10 70.0 -> 65.1, #11 even
+                # H100 (tile_sweep, 2026-11-22): #9 71.6 -> 59.8 us, #10 70.0 -> 65.1, #11 even. With an
+                # op on A or B, 128 x 64 (80 registers: three CTAs per SM hide the op pass's latency):
+                # leaky ReLU #9 125.8 -> 116.8 us, #10 108.9 -> 106.6, #11 105.4 -> 103.1.
+                return replace(_WGMMA_128X128, bn=64) if loads_have_ops(plan) else _WGMMA_128X128
             return KernelConfig(path, 96, 128, 32, 4, wm=32, wn=64)
         if scalar == 0 and 32 < m <= 64 and plan.k <= 128:
             return KernelConfig(path, 64, 64, 32, 4, wm=32, wn=32)   # short M and K: +40% on #9 (M = 72 then)

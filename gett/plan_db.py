@@ -38,7 +38,7 @@ import warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from .config import KernelConfig, loads_have_ops, without_producer
+from .config import KernelConfig, for_load_ops, loads_have_ops
 from .modes import GROUPS
 
 __all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "plan_key", "record",
@@ -238,8 +238,8 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     """The tuned configuration of ``plan`` on ``arch``: its own entry, else (unless ``exact``) the nearest
     entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
     elementwise ops the same two look-ups for the plan without them (an op changes the work per element
-    loaded, not which tile suits the shape; but the borrowed tile loses its producer warpgroup where A
-    or B has an op, which the producer alone would apply: see config.without_producer); None without one."""
+    loaded, not which tile suits the shape; but where A or B has an op, the borrowed tile is adapted to
+    it: see config.for_load_ops); None without one."""
     arch = _arch(arch)
     entries, families = _database(arch)
     hit = entries.get(plan_key(plan, arch))
@@ -255,8 +255,8 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     if config is None and plan.ops.has_unary_ops:
         hit = entries.get(plan_key(plan, arch, unary_ops=False))
         config = hit.config if hit is not None else nearest(unary_ops=False)
-        if config is not None and config.ws and loads_have_ops(plan):
-            config = without_producer(config)
+        if config is not None and loads_have_ops(plan):
+            config = for_load_ops(plan, config)
     return config
 
 

@@ -354,6 +354,13 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
         d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
         plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
         assert (default_config(plan, "sm_80").bm, default_config(plan, "sm_80").bn) == (96, 128)
+        # an op on B: 128 x 64, three CTAs per SM to hide the op pass (an op on C alone changes nothing)
+        leaky = gett.ops.leaky_relu(0.01)
+        fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), op_b=leaky)
+        assert (default_config(fused, "sm_90").bm, default_config(fused, "sm_90").bn) == (128, 64)
+        out_only = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
+                                         op_c=leaky)
+        assert default_config(out_only, "sm_90") == config(i)
 
 
 def test_epilogue_moves_vectors_where_c_and_d_are_contiguous():

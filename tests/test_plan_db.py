@@ -202,6 +202,26 @@ def test_plan_with_ops_falls_back_to_the_entry_without_them():
     assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == KernelConfig("wgmma", 128, 128, 64, 4, split_k=4)
 
 
+@pytest.mark.parametrize("k, adapted", [
+    (312, KernelConfig("mma16", 128, 32, 64, 3, wm=32, wn=32)),   # 64 deep pads K no more than 32 deep
+    (72, KernelConfig("mma16", 128, 32, 32, 4, wm=32, wn=32)),    # 32 deep pads less; K fits 3 stages: 4
+    (200, KernelConfig("mma16", 128, 32, 32, 3, wm=32, wn=32)),   # 32 deep pads less; K needs 7 tiles
+])
+def test_borrowed_mma16_tile_is_adapted_to_an_op_on_a_load(k, adapted):
+    """A 256-row, 64-deep mma.sync entry tuned without ops serves a plan with op_a as 128 rows (no
+    register cap to spill under), 32 deep where that pads K less, one more stage where K fits the
+    stages; a plan with an op on C only borrows it as it is."""
+    d = gett.TensorDescriptor
+
+    def plan(**ops):
+        return gett.plan_contraction(d((4096, k), None, "f16"), "mk", d((k, 24), None, "f16"), "kn",
+                                     d((4096, 24), None, "f16"), "mn", **ops)
+    tuned = KernelConfig("mma16", 256, 32, 64, 3, wm=32, wn=32)
+    plan_db.record(plan(), ARCH, tuned, 1.0)
+    assert plan_db.lookup(plan(op_a=gett.ops.leaky_relu(0.01)), ARCH) == adapted
+    assert plan_db.lookup(plan(op_c=gett.ops.relu), ARCH) == tuned
+
+
 def test_key_is_stable_across_processes():
     script = textwrap.dedent("""
         import gett
