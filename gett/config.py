@@ -258,7 +258,8 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
             if has_wgmma(arch) and n >= 128 and _staged(plan, _WGMMA_128X128) == 0:
                 # H100 (tile_sweep, 2026-11-22): #9 71.6 -> 59.8 us, #10 70.0 -> 65.1, #11 even. With an
                 # op on A or B, 128 x 64 (80 registers: three CTAs per SM hide the op pass's latency):
-                # leaky ReLU #9 125.8 -> 116.8 us, #10 108.9 -> 106.6, #11 105.4 -> 103.1.
+                # leaky ReLU #9 125.8 -> 116.8 us, #10 108.9 -> 106.6, #11 105.4 -> 103.1 (#10/#11 even on
+                # another H100: the op pass is issue-bound, and its speed varies from machine to machine).
                 return replace(_WGMMA_128X128, bn=64) if loads_have_ops(plan) else _WGMMA_128X128
             return KernelConfig(path, 96, 128, 32, 4, wm=32, wn=64)
         if scalar == 0 and 32 < m <= 64 and plan.k <= 128:
