@@ -35,8 +35,10 @@ def staged_orders(plan) -> dict:
     (28, "f16", {"A": "abfe", "B": "fecd"}),
     (28, "f32", {"A": "abfe", "B": "fecd"}),
     (30, "f32", {"A": "adfe", "B": "febc"}),
+    # memory-bound with A and B contiguous along different K modes (c, d): A alone, M-major, K in B's order
+    (14, "f16", {"A": "adc"}), (14, "f32", {}),   # f32: SIMT makes #14 compute-bound
     # not staged: SIMT without a K conflict, long runs (#12), memory-bound or not enough flops per copy
-    (20, "f32", {}), (12, "f16", {}), (13, "f16", {}), (14, "f16", {}), (19, "f16", {}),
+    (20, "f32", {}), (12, "f16", {}), (13, "f16", {}), (19, "f16", {}),
     (1, "f16", {}), (9, "f16", {}), (31, "f16", {}), (40, "f16", {}),
 ])
 def test_tccg_staging_choices(cid, dtype, expect):
@@ -56,6 +58,18 @@ def test_staged_tccg_plan_is_a_plain_gemm():
         assert copy.target.shape == copy.source.shape and copy.target.dtype == copy.source.dtype
         assert sorted(copy.target.strides) == [72 ** i for i in range(4)]
     assert "staged: A copied to modes abfe" in repr(plan)
+
+
+def test_memory_bound_k_conflict_copies_a_into_b_k_order():
+    """#14 ``ab-cad-dcb``: A is contiguous along c, B along d, so the kernel's K tile would be a box of 8 x 8
+    (16-byte runs of each). A alone is copied, M-major with K in B's order: K merges into one mode that is
+    contiguous in B, and A's tile rows are whole columns of 312 elements."""
+    plan = tccg_plan(14)
+    inner = plan.staged_plan
+    assert [st.tensor for st in plan.staging] == ["A"] and plan.staging[0].op is None
+    assert inner.tables["K"].extents == (97344,) and inner.tables["K"].strides_of("B") == (1,)
+    assert inner.tables["M"].strides_of("A") == (1,) and run_bytes(inner, "A") == 312 * 2
+    assert run_bytes(plan, "A") == 312 * 2 and plan.tables["K"].strides_of("A")[0] == 1   # c: A's K run
 
 
 def test_staging_option():
@@ -152,8 +166,10 @@ def tccg_fused_staging(cid: int, dtype: str = "f16") -> dict:
     # small operands that fill whole tiles, read by hundreds of tiles: B (296 x 312) of #15, A of #16
     (15, "f16", {"B": ("db", True)}), (16, "f16", {"A": ("ad", True)}), (17, "f32", {"B": ("bd", True)}),
     # not staged: narrower than a tile (#9's 72 x 72 A, #1's 24 x 312 B, #19's 72-wide B), both large and
-    # memory-bound (#13, #14), small but shared by few tiles (#31, #40: K = 24)
-    (9, "f16", {}), (1, "f16", {}), (19, "f16", {}), (13, "f16", {}), (14, "f16", {}), (31, "f16", {}),
+    # memory-bound (#13), small but shared by few tiles (#31, #40: K = 24)
+    (9, "f16", {}), (1, "f16", {}), (19, "f16", {}), (13, "f16", {}), (31, "f16", {}),
+    # staged for its layout (a K conflict), the copy takes the op; B keeps its op in the kernel
+    (14, "f16", {"A": ("adc", True)}),
     (40, "f16", {}),
 ])
 def test_tccg_op_staging_choices(cid, dtype, expect):
