@@ -131,18 +131,21 @@ def _staged(plan, cfg: KernelConfig) -> int:
     return sum(not x.is_async for x in _layouts(plan, cfg))
 
 
-# Enough CTAs to fill an H100 (132 SMs) twice over; split-K is used only below that.
+# Two CTAs on each of an H100's 132 SMs; split-K is used only below half that many output tiles.
 TARGET_CTAS = 264
 
 
 def split_k_for(plan, cfg: KernelConfig) -> int:
     """How many CTAs should share each output tile's K range: when the output tiles alone can't fill
-    the GPU and K is long, split K so that each slice still runs at least 8 K tiles."""
+    the GPU and K is long, split K so that each slice still runs at least 8 K tiles — at most
+    TARGET_CTAS CTAs in all, so that none waits for a second round behind the others. H100 (tile_sweep,
+    2026-11-22): #14 ``ab-cad-dcb`` (9 tiles, A staged) 151.6 -> 135.6 us as 261 CTAs instead of 270, #19
+    ``abc-adec-ebd`` (41 tiles) 59.3 -> 53.1 as 246 instead of 287; #13 even (96.6 / 98.0)."""
     tiles = -(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch
     k_tiles = -(-plan.k // cfg.bk)
     if tiles >= TARGET_CTAS // 2 or k_tiles < 16:
         return 1
-    return max(1, min(-(-TARGET_CTAS // tiles), k_tiles // 8, 64))
+    return max(1, min(TARGET_CTAS // tiles, k_tiles // 8, 64))
 
 
 def default_config(plan, arch: str | None = None) -> KernelConfig:

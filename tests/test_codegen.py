@@ -147,7 +147,7 @@ def test_split_k_for_long_thin_contractions():
     cfg = default_config(thin)
     assert cfg.split_k > 1
     tiles = -(-312 // cfg.bm) * -(-296 // cfg.bn)
-    assert tiles * cfg.split_k >= 132          # enough CTAs for every SM
+    assert 132 <= tiles * cfg.split_k <= 264   # enough CTAs for every SM, and no second round for a few
     assert -(-92352 // cfg.bk) // cfg.split_k >= 8   # each slice still has a real main loop
     wide = gett.plan_contraction(D((4096, 512), None, "f16"), "mk", D((512, 4096), None, "f16"), "kn",
                                  D((4096, 4096), None, "f16"), "mn")
