@@ -482,9 +482,17 @@ __device__ __forceinline__ void reduce_splits(const typename P::Acc* __restrict_
   const bool read_c = !(beta == zero<Acc>());
   for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
        e += (long long)gridDim.x * blockDim.x) {
+    // up to 32 loads in flight at once (a chain of 4 at a time was latency-bound), added in split order
+    constexpr int BATCH = SPLIT - 1 < 32 ? SPLIT - 1 : 32;
     Acc v = partials[e];
-#pragma unroll 4
-    for (int s = 1; s < SPLIT; ++s) v = Semiring::add(v, partials[s * total + e]);
+    for (int s0 = 1; s0 < SPLIT; s0 += BATCH) {
+      Acc part[BATCH];
+#pragma unroll
+      for (int j = 0; j < BATCH; ++j) part[j] = s0 + j < SPLIT ? partials[(s0 + j) * total + e] : v;
+#pragma unroll
+      for (int j = 0; j < BATCH; ++j)
+        if (s0 + j < SPLIT) v = Semiring::add(v, part[j]);
+    }
     const long long n = e % P::N, m = (e / P::N) % P::M, l = e / (P::N * P::M);
     const auto im = typename P::IndexM(m);
     const auto in = typename P::IndexN(n);
