@@ -266,6 +266,16 @@ def test_candidates_are_valid_and_compile_in_parallel():
     assert all(build_kernel(plan, ARCH, cfg).report.from_cache for cfg in configs[1:3])
 
 
+def test_candidates_include_taller_memory_bound_tiles():
+    """With N <= 32 and a long M (the heuristic's 256 x 32 tile), 288 and 384 rows are candidates: they give
+    box-tiled M modes of extents like 72 and 312 longer runs (#1's shipped entry is one)."""
+    plan = plan_of(97344, 24, 312)
+    assert (default_config(plan).bm, default_config(plan).bn) == (256, 32)
+    tall = {(c.bm, c.bk) for c in tuner.candidate_configs(plan, ARCH) if c.math == "mma16" and c.bm > 256}
+    assert tall == {(288, 32), (288, 64), (384, 32), (384, 64)}
+    assert not any(c.bm > 256 for c in tuner.candidate_configs(plan_of(256, 192, 128), ARCH))
+
+
 def test_candidates_reach_across_math_paths():
     """A wgmma tile is as near an mma.sync heuristic as its tile sizes and stages make it (wgmma has no
     warp tile: comparing it as 0 put every wgmma tile behind all mma.sync ones)."""
