@@ -6,7 +6,9 @@ f32 data with exact f32 compute).
 
 Prints, per contraction, each configuration's median time and fraction of the roofline (3.0 TB/s, and
 800 TFLOP/s for f16 or 51 TFLOP/s for f32), next to the heuristic's choice, after checking each result
-against a float64 reference. A tool for tuning the heuristic, not a user-facing tuner.
+against a float64 reference. Like the TCCG runner it cycles through enough buffer sets that no timed call
+finds its data in L2. ``--staging on|off`` plans with ``staging=True|False`` (a configuration then applies
+to the staged plan's kernel). A tool for tuning the heuristic, not a user-facing tuner.
 """
 from __future__ import annotations
 
@@ -51,6 +53,8 @@ def main(argv=None) -> int:
     ap.add_argument("--leaky", action="store_true",
                     help="time the fusion benchmark's work instead: leaky ReLU on A, B and C, beta = 1")
     ap.add_argument("--jobs", type=int, default=16, help="kernels compiled at a time before timing")
+    ap.add_argument("--staging", choices=("auto", "on", "off"), default="auto",
+                    help="plan_contraction's staging: the planner decides (auto), stage A and B (on), or never (off)")
     args = ap.parse_args(argv)
     try:
         import cupy
@@ -64,7 +68,7 @@ def main(argv=None) -> int:
     from gett.kernel import current_arch
     from tccg_suite.data import Buffers, make_buffers, reference, relative_error
     from tccg_suite.suite import parse_ids, select
-    from tccg_suite.timing import median_ms
+    from tccg_suite.timing import median_ms, rotation_count
     configs = [parse_config(c) for c in args.configs.split(",") if c]
     beta = 1.0 if args.leaky else 0.0
     ops = {}
@@ -72,23 +76,28 @@ def main(argv=None) -> int:
         from fusion import leaky_f64, leaky_op
         ops = dict(op_a=leaky_op(), op_b=leaky_op(), op_c=leaky_op())
     dtype, size, flops = {"f16": (numpy.float16, 2, 800e12), "f32": (numpy.float32, 4, 51e12)}[args.dtype]
-    precompile(select(parse_ids(args.only)), configs, numpy.dtype(dtype).name, beta, ops, args.jobs)
+    staging = {"auto": None, "on": True, "off": False}[args.staging]
+    precompile(select(parse_ids(args.only)), configs, numpy.dtype(dtype).name, beta, ops, args.jobs, staging)
     for c in select(parse_ids(args.only)):
         buf = make_buffers(c, dtype, seed=1)
+        # as the TCCG runner does: enough buffer sets that no timed call finds its data in L2
+        rotate = rotation_count(sum(c.size(t) for t in "ABC") * size, cupy.cuda.Device().attributes["L2CacheSize"])
+        sets = [buf] + [make_buffers(c, dtype, seed=1 + i) for i in range(1, rotate)]
         ref = reference(c, Buffers(*(leaky_f64(x) for x in (buf.A, buf.B, buf.C)), None) if ops else buf, 1.0, beta)
         roof_us = max(c.flops / flops, c.min_bytes(size, size, bool(beta)) / 3.0e12) * 1e6
         base = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=beta,
-                                     **ops)
+                                     staging=staging, **ops)
         print(f"#{c.id} {c.notation}  M×N×K {c.m}×{c.n}×{c.k}  roofline {roof_us:.1f} µs  "
-              f"heuristic {default_config(base, current_arch()).key()}")
+              f"heuristic {default_config(base.staged_plan or base, current_arch()).key()}")
         for cfg in [None] + configs:
             try:
                 plan = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"),
-                                             beta=beta, config=cfg, **ops)
+                                             beta=beta, config=cfg, staging=staging, **ops)
                 buf.D.fill(numpy.nan)
                 gett.contract(plan, 1.0, buf.A, buf.B, beta, buf.C, buf.D)
                 err = relative_error(buf.D, ref)
-                ms = median_ms(lambda i: gett.contract(plan, 1.0, buf.A, buf.B, beta, buf.C, buf.D), runs=args.runs)
+                ms = median_ms(lambda i: gett.contract(plan, 1.0, sets[i].A, sets[i].B, beta, sets[i].C, sets[i].D),
+                               runs=args.runs, rotate=rotate)
                 r = plan.kernel_report
                 print(f"  {(cfg.key() if cfg else 'heuristic'):44s} {ms * 1e3:9.1f} µs  {roof_us / (ms * 1e3):5.1%}"
                       f"  err {err:.1e}  regs {r.registers} spills {r.spill_stores} smem {r.shared_bytes}")
@@ -97,7 +106,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def precompile(contractions, configs, dtype_name: str, beta: float, ops: dict, jobs: int) -> None:
+def precompile(contractions, configs, dtype_name: str, beta: float, ops: dict, jobs: int, staging=None) -> None:
     """Compile every (contraction, configuration) kernel ``jobs`` at a time into the disk cache, planning
     from descriptors as the timed plans do from column-major arrays; failures are left to the timing loop,
     which reports them."""
@@ -113,7 +122,7 @@ def precompile(contractions, configs, dtype_name: str, beta: float, ops: dict, j
         d = gett_api.descriptors(gett, c, dtype_name)
         try:
             plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
-                                         beta=beta, config=cfg, **ops)
+                                         beta=beta, config=cfg, staging=staging, **ops)
             plan.kernel(arch)
             plan.copy_kernels(arch)
         except Exception:  # noqa: BLE001, S110 - the timing loop plans it again and reports the error
