@@ -10,8 +10,9 @@ on staged copies, #28 ``abcd-eafb-fdec`` 1539 -> 540 us.
 The staged layout of A is M-major (its M modes in D's order, then the K modes, then the batch modes);
 B keeps its stride-1 mode innermost where that is an N or K mode, with its N modes in D's order. The K
 modes take one order for both, so K merges into a single contiguous index where it can. Contractions
-with enough arithmetic per copied byte are staged for their layout (:data:`FLOPS_PER_COPY_BYTE`); memory-bound
-ones only where A and B are contiguous along different K modes, and then A alone, into B's K order.
+with enough arithmetic per copied byte are staged for their layout (:data:`FLOPS_PER_COPY_BYTE`);
+memory-bound ones only where A and B are contiguous along different K modes, and then A alone, into B's
+K order.
 The copies live in a workspace taken from CuPy's memory pool at each call. An operand's elementwise op
 (``op_a``/``op_b``) is applied by its copy, once per element, and the staged contraction runs without it;
 an operand with an op is also staged for that alone where the kernel would apply the op many times over
@@ -142,7 +143,8 @@ def _compute_bound(plan, copied: int) -> bool:
 
 def _memory_bound(plan) -> bool:
     """Whether ``plan`` does fewer flops per byte it moves than its math path's rate over copy bandwidth
-    (:data:`FLOPS_PER_COPY_BYTE` / 4). #14 f32 is not (SIMT): with A copied it ran 1066 us against 867."""
+    (:data:`FLOPS_PER_COPY_BYTE` / 4). #14 f32 is not (SIMT): with A copied, on the heuristic's tile, it
+    ran 1066 us against 867."""
     threshold = FLOPS_PER_COPY_BYTE.get(math_path(plan))
     return threshold is not None and plan.flops < threshold / 4 * _moved_bytes(plan)
 
@@ -159,7 +161,8 @@ def _staged_for_layout(plan) -> tuple:
     modes, or on the 16-bit tensor-core path an operand's run shorter than :data:`SHORT_RUN_BYTES`.
     Memory-bound plans (:func:`_memory_bound`): A alone where A and B are contiguous along different K
     modes; its copy takes B's K order (:func:`target_orders`), so the kernel reads whole runs of both
-    instead of a K box of 16-byte half sectors. #14 ``ab-cad-dcb`` f16, H100: 241 us as is, 152 us with the copy (55 us of it)."""
+    instead of a K box of 16-byte half sectors. #14 ``ab-cad-dcb`` f16, H100: 241 us as is, 152 us with
+    the copy (55 us of it)."""
     d = plan.descriptors
     conflict = _k_conflict(plan)
     short = {t: math_path(plan) == "mma16" and run_bytes(plan, t) < SHORT_RUN_BYTES for t in "AB"}
