@@ -133,20 +133,19 @@ def _moved_bytes(plan) -> int:
     return d["A"].nbytes + d["B"].nbytes + d["D"].nbytes + (d["C"].nbytes if plan.beta_hint is not False else 0)
 
 
-def _compute_bound(plan, copied: int) -> bool:
-    """Whether ``plan`` does enough arithmetic per copied byte and per byte it moves itself for a copy of
-    ``copied`` bytes to cost at most a quarter of its math time (:data:`FLOPS_PER_COPY_BYTE`)."""
-    threshold = FLOPS_PER_COPY_BYTE.get(math_path(plan))
-    return (threshold is not None and plan.flops >= threshold * 2 * copied
-            and plan.flops >= threshold / 4 * _moved_bytes(plan))
-
-
 def _memory_bound(plan) -> bool:
     """Whether ``plan`` does fewer flops per byte it moves than its math path's rate over copy bandwidth
     (:data:`FLOPS_PER_COPY_BYTE` / 4). #14 f32 is not (SIMT): with A copied, on the heuristic's tile, it
     ran 1066 us against 867."""
     threshold = FLOPS_PER_COPY_BYTE.get(math_path(plan))
     return threshold is not None and plan.flops < threshold / 4 * _moved_bytes(plan)
+
+
+def _compute_bound(plan, copied: int) -> bool:
+    """Whether ``plan`` is not :func:`_memory_bound` and does enough arithmetic per copied byte for a copy
+    of ``copied`` bytes to cost at most a quarter of its math time (:data:`FLOPS_PER_COPY_BYTE`)."""
+    threshold = FLOPS_PER_COPY_BYTE.get(math_path(plan))
+    return threshold is not None and plan.flops >= threshold * 2 * copied and not _memory_bound(plan)
 
 
 def _k_conflict(plan) -> bool:
