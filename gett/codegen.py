@@ -87,6 +87,11 @@ def operand_layouts(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
         return layouts
     layouts = tuple(replace(x, is_async=True) if x.step == 8 and x.vector == 8 and plan.descriptors[t].dtype.itemsize == 2
                     else x for x, t in zip(layouts, "AB"))
+    for x, t, rows in zip(layouts, "AB", (cfg.bm, cfg.bn)):
+        if x.row_contig and rows % 64:   # the tile is [rows / 64][BK][64] (kernels/math_wgmma.cuh)
+            raise ValueError(f"wgmma tile {cfg.bm}x{cfg.bn}: {t} is loaded MN-major here, in 128-byte swizzle "
+                             f"atoms of 64 {'rows' if t == 'A' else 'columns'}; use a multiple of 64 "
+                             f"(or a K-major {t})")
     if cfg.ws:   # the producer warpgroup applies ops in place, off the math warps
         return layouts
     ops = plan.ops.op_a, plan.ops.op_b
@@ -333,7 +338,7 @@ extern "C" __global__ void __launch_bounds__({threads}, {ctas_per_sm(plan, cfg) 
         src += f"""
 extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {REDUCE_NAME}(
     const Problem::Acc* partials, const Problem::TC* C, Problem::TD* D, Problem::Acc alpha, Problem::Acc beta) {{
-  gett::reduce_splits<Problem, OpC, OpOut, Semiring, {cfg.split_k}>(partials, C, D, alpha, beta);
+  gett::reduce_splits<Problem, OpC, OpOut, Semiring, {cfg.split_k}, Kernel::PARTIALS_M_FAST>(partials, C, D, alpha, beta);
 }}
 """
     return src, smem, threads

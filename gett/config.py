@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt")
 PRODUCER_THREADS = 128   # the producer warpgroup of a warp-specialised (ws) kernel
-WGMMA_N = (64, 128, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
+WGMMA_N = (64, 80, 96, 128, 160, 192, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
 
 
 @dataclass(frozen=True)

@@ -14,48 +14,115 @@
 
 namespace gett {
 
-// The wgmma operand lists, spelled out in blocks of 32 accumulators (%0..%(N/2 - 1)), then the two
+// The wgmma operand lists, in blocks of 8 accumulators: register block b is %(8b)..%(8b + 7) and
+// accumulator block b is d[8b]..d[8b + 7]. A width N takes the first N / 16 blocks, then the two
 // descriptors and the two transpose immediates; the scale-d predicate p is set by the caller's asm.
-#define GETT_WGMMA_REGS0 \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define GETT_WGMMA_REGS1 \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define GETT_WGMMA_REGS2 \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-#define GETT_WGMMA_REGS3 \
-  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-#define GETT_WGMMA_ACC0 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define GETT_WGMMA_ACC1 \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define GETT_WGMMA_ACC2 \
-  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-#define GETT_WGMMA_ACC3 \
-  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-#define GETT_WGMMA_D64 "{" GETT_WGMMA_REGS0 "}, %32, %33, p, 1, 1, %34, %35;\n"
-#define GETT_WGMMA_D128 "{" GETT_WGMMA_REGS0 ", " GETT_WGMMA_REGS1 "}, %64, %65, p, 1, 1, %66, %67;\n"
+#define GETT_WGMMA_R0 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define GETT_WGMMA_R1 "%8, %9, %10, %11, %12, %13, %14, %15"
+#define GETT_WGMMA_R2 "%16, %17, %18, %19, %20, %21, %22, %23"
+#define GETT_WGMMA_R3 "%24, %25, %26, %27, %28, %29, %30, %31"
+#define GETT_WGMMA_R4 "%32, %33, %34, %35, %36, %37, %38, %39"
+#define GETT_WGMMA_R5 "%40, %41, %42, %43, %44, %45, %46, %47"
+#define GETT_WGMMA_R6 "%48, %49, %50, %51, %52, %53, %54, %55"
+#define GETT_WGMMA_R7 "%56, %57, %58, %59, %60, %61, %62, %63"
+#define GETT_WGMMA_R8 "%64, %65, %66, %67, %68, %69, %70, %71"
+#define GETT_WGMMA_R9 "%72, %73, %74, %75, %76, %77, %78, %79"
+#define GETT_WGMMA_R10 "%80, %81, %82, %83, %84, %85, %86, %87"
+#define GETT_WGMMA_R11 "%88, %89, %90, %91, %92, %93, %94, %95"
+#define GETT_WGMMA_R12 "%96, %97, %98, %99, %100, %101, %102, %103"
+#define GETT_WGMMA_R13 "%104, %105, %106, %107, %108, %109, %110, %111"
+#define GETT_WGMMA_R14 "%112, %113, %114, %115, %116, %117, %118, %119"
+#define GETT_WGMMA_R15 "%120, %121, %122, %123, %124, %125, %126, %127"
+#define GETT_WGMMA_A0 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), \
+  "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define GETT_WGMMA_A1 \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), \
+  "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define GETT_WGMMA_A2 \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), \
+  "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+#define GETT_WGMMA_A3 \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define GETT_WGMMA_A4 \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), \
+  "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+#define GETT_WGMMA_A5 \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), \
+  "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+#define GETT_WGMMA_A6 \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), \
+  "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55])
+#define GETT_WGMMA_A7 \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), \
+  "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define GETT_WGMMA_A8 \
+  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), \
+  "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71])
+#define GETT_WGMMA_A9 \
+  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), \
+  "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])
+#define GETT_WGMMA_A10 \
+  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), \
+  "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
+#define GETT_WGMMA_A11 \
+  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), \
+  "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+#define GETT_WGMMA_A12 \
+  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), \
+  "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103])
+#define GETT_WGMMA_A13 \
+  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), \
+  "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111])
+#define GETT_WGMMA_A14 \
+  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), \
+  "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119])
+#define GETT_WGMMA_A15 \
+  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), \
+  "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define GETT_WGMMA_D64 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " \
+  GETT_WGMMA_R3 "}, %32, %33, p, 1, 1, %34, %35;\n"
+#define GETT_WGMMA_OPERANDS64 GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3
+#define GETT_WGMMA_D80 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 "}, %40, %41, p, 1, 1, %42, %43;\n"
+#define GETT_WGMMA_OPERANDS80 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4
+#define GETT_WGMMA_D96 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
+  GETT_WGMMA_R5 "}, %48, %49, p, 1, 1, %50, %51;\n"
+#define GETT_WGMMA_OPERANDS96 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, GETT_WGMMA_A5
+#define GETT_WGMMA_D128 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
+  GETT_WGMMA_R5 ", " GETT_WGMMA_R6 ", " GETT_WGMMA_R7 "}, %64, %65, p, 1, 1, %66, %67;\n"
+#define GETT_WGMMA_OPERANDS128 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, GETT_WGMMA_A5, \
+  GETT_WGMMA_A6, GETT_WGMMA_A7
+#define GETT_WGMMA_D160 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
+  GETT_WGMMA_R5 ", " GETT_WGMMA_R6 ", " GETT_WGMMA_R7 ", " GETT_WGMMA_R8 ", " \
+  GETT_WGMMA_R9 "}, %80, %81, p, 1, 1, %82, %83;\n"
+#define GETT_WGMMA_OPERANDS160 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, GETT_WGMMA_A5, \
+  GETT_WGMMA_A6, GETT_WGMMA_A7, GETT_WGMMA_A8, GETT_WGMMA_A9
+#define GETT_WGMMA_D192 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
+  GETT_WGMMA_R5 ", " GETT_WGMMA_R6 ", " GETT_WGMMA_R7 ", " GETT_WGMMA_R8 ", " GETT_WGMMA_R9 ", " \
+  GETT_WGMMA_R10 ", " GETT_WGMMA_R11 "}, %96, %97, p, 1, 1, %98, %99;\n"
+#define GETT_WGMMA_OPERANDS192 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, GETT_WGMMA_A5, \
+  GETT_WGMMA_A6, GETT_WGMMA_A7, GETT_WGMMA_A8, GETT_WGMMA_A9, GETT_WGMMA_A10, GETT_WGMMA_A11
 #define GETT_WGMMA_D256 \
-  "{" GETT_WGMMA_REGS0 ", " GETT_WGMMA_REGS1 ", " GETT_WGMMA_REGS2 ", " GETT_WGMMA_REGS3 \
-  "}, %128, %129, p, 1, 1, %130, %131;\n"
-#define GETT_WGMMA_OPERANDS64 GETT_WGMMA_ACC0
-#define GETT_WGMMA_OPERANDS128 GETT_WGMMA_ACC0, GETT_WGMMA_ACC1
-#define GETT_WGMMA_OPERANDS256 GETT_WGMMA_ACC0, GETT_WGMMA_ACC1, GETT_WGMMA_ACC2, GETT_WGMMA_ACC3
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
+  GETT_WGMMA_R5 ", " GETT_WGMMA_R6 ", " GETT_WGMMA_R7 ", " GETT_WGMMA_R8 ", " GETT_WGMMA_R9 ", " \
+  GETT_WGMMA_R10 ", " GETT_WGMMA_R11 ", " GETT_WGMMA_R12 ", " GETT_WGMMA_R13 ", " GETT_WGMMA_R14 ", " \
+  GETT_WGMMA_R15 "}, %128, %129, p, 1, 1, %130, %131;\n"
+#define GETT_WGMMA_OPERANDS256 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, GETT_WGMMA_A5, \
+  GETT_WGMMA_A6, GETT_WGMMA_A7, GETT_WGMMA_A8, GETT_WGMMA_A9, GETT_WGMMA_A10, GETT_WGMMA_A11, \
+  GETT_WGMMA_A12, GETT_WGMMA_A13, GETT_WGMMA_A14, GETT_WGMMA_A15
 
 template <class T> struct IsBf16 { static constexpr bool value = false; };
 template <> struct IsBf16<__nv_bfloat16> { static constexpr bool value = true; };
@@ -73,10 +140,18 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[N / 2], unsigned long l
   constexpr bool bf16 = IsBf16<T>::value;
   if constexpr (N == 64) {
     if constexpr (bf16) GETT_WGMMA_INSTR(64, "bf16"); else GETT_WGMMA_INSTR(64, "f16");
+  } else if constexpr (N == 80) {
+    if constexpr (bf16) GETT_WGMMA_INSTR(80, "bf16"); else GETT_WGMMA_INSTR(80, "f16");
+  } else if constexpr (N == 96) {
+    if constexpr (bf16) GETT_WGMMA_INSTR(96, "bf16"); else GETT_WGMMA_INSTR(96, "f16");
   } else if constexpr (N == 128) {
     if constexpr (bf16) GETT_WGMMA_INSTR(128, "bf16"); else GETT_WGMMA_INSTR(128, "f16");
+  } else if constexpr (N == 160) {
+    if constexpr (bf16) GETT_WGMMA_INSTR(160, "bf16"); else GETT_WGMMA_INSTR(160, "f16");
+  } else if constexpr (N == 192) {
+    if constexpr (bf16) GETT_WGMMA_INSTR(192, "bf16"); else GETT_WGMMA_INSTR(192, "f16");
   } else {
-    static_assert(N == 256, "wgmma tiles here are 64 x {64, 128, 256}");
+    static_assert(N == 256, "wgmma tiles here are 64 x {64, 80, 96, 128, 160, 192, 256}");
     if constexpr (bf16) GETT_WGMMA_INSTR(256, "bf16"); else GETT_WGMMA_INSTR(256, "f16");
   }
 }
