@@ -282,7 +282,7 @@ def render_copy(staging: Staging) -> CopySource:
     rest = copy_table(staging, [m for m in modes if m not in (fast, inner)])
     rests = rest.size
     src_rest, dst_rest = table_type(rest, "src"), table_type(rest, "dst")
-    v = _vector_width(src, 8, (tq, tp, ext[inner], ext[fast], s_src[inner], s_dst[fast], *rest.strides_of("src"),
+    v = _vector_width(src, 16, (tq, tp, ext[inner], ext[fast], s_src[inner], s_dst[fast], *rest.strides_of("src"),
                                *rest.strides_of("dst")))
     body = (f"extern \"C\" __global__ void __launch_bounds__({threads}) {COPY_KERNEL_NAME}(const {ctype}* src, "
             f"{ctype}* dst) {{\n  gett::transpose_tiles<{ctype}, Acc, Op, Index, Offset, {tq}, {tp}, {v}, {threads}, "

@@ -134,7 +134,7 @@ def test_copy_kernels_compile(cid, tensor, kernel):
     if kernel == "copy_runs":
         assert ", 8, 4>(src, dst" in source   # 8 halves a vector, 4 vectors in flight a thread
     else:
-        assert ", 72, 72, 4, 256, 72, 72," in source   # whole 72 x 72 blocks, 4 halves (8 bytes) an access
+        assert ", 72, 72, 8, 256, 72, 72," in source   # whole 72 x 72 blocks, 8 halves (16 bytes) an access
     copy = build_copy(staging, "sm_90")
     assert copy.cubin_path.is_file() and copy.cubin_path.stat().st_size > 0
 
