@@ -153,6 +153,19 @@ def epilogue_cross(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> tuple:
     return (run, cross) if cross > 1 else (fast_tile, 1)
 
 
+def epilogue_pad(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> int:
+    """Elements after each row of the epilogue tile; mirrors gett::Gett::EPI_PAD. A crossing walk whose
+    run is an odd number of 16-byte chunks gets a pitch of one run modulo 128 bytes (#32's 24-element
+    runs: the eight vectors of a wavefront then read one line, not three rows' first chunks)."""
+    te = plan.descriptors["D"].dtype.itemsize
+    vector = epilogue_vector(plan, cfg, m_fast, tx)
+    run, cross = epilogue_cross(plan, cfg, m_fast, tx)
+    fast_tile, line = (cfg.bm if m_fast else cfg.bn), 128 // te
+    if cross > 1 and vector > 1 and run * te % 32 == 16:
+        return (run - fast_tile) % line
+    return max(16 // te, 1) if tx > 1 or vector > 1 else 1
+
+
 def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     """CTAs per SM the registers are capped for (``__launch_bounds__``' second argument). A kernel whose
     K fits one tile is all loads and epilogue; with 64 accumulators or more a thread, ptxas takes ~105
@@ -190,8 +203,7 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) ->
     pipe = min(cfg.stages, k_tiles) * (stage_elems(a, cfg.bm, ia) * ia + stage_elems(b, cfg.bn, ib) * ib)
     te = plan.descriptors["D"].dtype.itemsize   # the epilogue tile holds C, then D (one type)
     fast, tx, _ = epilogue_walk(plan, cfg)
-    pad = max(16 // te, 1) if tx > 1 or epilogue_vector(plan, cfg, fast, tx) > 1 else 1   # EPI_PAD
-    tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + pad) * te
+    tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + epilogue_pad(plan, cfg, fast, tx)) * te
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
     if cfg.ws:   # two 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)

@@ -48,10 +48,18 @@ struct Gett {
   static_assert(SameType<typename P::TC, typename P::TD>::value, "C and D have one type");
   // Pitch of the epilogue tile: odd for plain scalar walks (column walks hit all banks); for vector and
   // box walks 16 bytes of pad, so rows stay 16-byte aligned for vector reads while the fragment stores
-  // of neighbouring rows or columns still fall in different banks.
-  static constexpr int EPI_PAD = EPI_V > 1 || EPI_TX > 1 ? 16 / int(sizeof(TE)) : 1;
-  static constexpr int EPI_LD = (D_M_FAST ? BM : BN) + EPI_PAD;
-  static constexpr int EPI_TILE_BYTES = (D_M_FAST ? BN : BM) * EPI_LD * int(sizeof(TE));
+  // of neighbouring rows or columns still fall in different banks. A crossing walk whose run is an odd
+  // number of 16-byte chunks (24 16-bit elements) gets a pitch of one run modulo 128 bytes instead:
+  // the eight vectors of a wavefront (a run, then the run one row on) then fill a line in order, not
+  // three rows' first chunks, and the fragment stores still see an odd number of chunks a row.
+  static constexpr int FAST = D_M_FAST ? BM : BN;   // the tile's extent along the walked dimension
+  static constexpr int SLOW = D_M_FAST ? BN : BM;
+  static constexpr int EPI_LINE = 128 / int(sizeof(TE));
+  static constexpr bool kRunPitch = EPI_CROSS > 1 && EPI_V > 1 && EPI_RUN * int(sizeof(TE)) % 32 == 16;
+  static constexpr int EPI_PAD = kRunPitch ? ((EPI_RUN - FAST) % EPI_LINE + EPI_LINE) % EPI_LINE
+                               : EPI_V > 1 || EPI_TX > 1 ? 16 / int(sizeof(TE)) : 1;
+  static constexpr int EPI_LD = FAST + EPI_PAD;
+  static constexpr int EPI_TILE_BYTES = SLOW * EPI_LD * int(sizeof(TE));
   static constexpr int EPI_TILE_ALIGNED = (EPI_TILE_BYTES + 15) / 16 * 16;
   static constexpr int EPI_BYTES = EPI_TILE_ALIGNED + 2 * (BM + BN) * int(sizeof(Offset));
   static constexpr int TILE_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
@@ -293,8 +301,6 @@ struct Gett {
     sync_math_threads();   // every warpgroup's MMAs are done before the epilogue reuses the stages
   }
 
-  static constexpr int FAST = D_M_FAST ? BM : BN;   // the tile's extent along the walked dimension
-  static constexpr int SLOW = D_M_FAST ? BN : BM;
   static constexpr bool kBox = EPI_TX > 1;
 
   // Tile coordinate along the fast dimension of walk position w: plain walks go straight along it,

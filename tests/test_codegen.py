@@ -467,6 +467,28 @@ def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
     assert cross(33)[1] == 1
 
 
+def test_crossing_walks_of_odd_chunk_runs_get_a_pitch_of_one_run():
+    """TCCG #32 (f16): the walk reads 24-element runs (three 16-byte chunks) one tile row apart, so the
+    epilogue tile's pitch is one run modulo 128 bytes (192 + 24 elements: 432 bytes, 48 past three
+    lines), where the usual 16 bytes of pad would put a wavefront's three runs on the same chunks. In
+    f32 a run is six chunks and #33's walk does not cross: both keep the 16 bytes."""
+    from gett.codegen import epilogue_pad, epilogue_walk
+    from gett.tiling import tile_plan
+    from tccg_suite.suite import select
+
+    def pad(i, dtype):
+        c = select([i])[0]
+        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), dtype) for t in "ABC"}
+        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+        cfg = default_config(plan, "sm_90")
+        tiled = tile_plan(plan, cfg)
+        m_fast, tx, _ = epilogue_walk(tiled, cfg)
+        return epilogue_pad(tiled, cfg, m_fast, tx), (cfg.bm if m_fast else cfg.bn)
+    p, fast = pad(32, "f16")
+    assert p == 24 and (fast + p) * 2 % 128 == 48
+    assert pad(32, "f32")[0] == 4 and pad(33, "f16")[0] == 8
+
+
 def test_box_walks_move_vectors_along_the_box_second_side():
     """TCCG #3 and #6: A's and D's stride-1 modes both lie in M, so M is tiled in boxes whose second
     side is D's stride-1 mode; the epilogue moves 8 f16 elements of C and D at a time along it (they
