@@ -140,6 +140,8 @@ class _Function:
 class _RawKernel:
     """What CuPy's RawModule.get_function returns: ``kernel`` is the function loaded on the current device."""
 
+    num_regs = 64   # what the loaded function reports
+
     def __init__(self, name: str):
         self.kernel = _Function(name)
 

@@ -184,9 +184,26 @@ def test_shared_carveout_fits_the_ctas_registers_allow_and_no_more():
     from types import SimpleNamespace
     from gett.launch import shared_carveout
 
-    def kernel(smem, threads, registers):
-        return SimpleNamespace(shared_bytes=smem, threads=threads, report=SimpleNamespace(registers=registers))
-    assert shared_carveout(kernel(196608, 256, 249)) == 85          # (192 + 1) KB of 228 KB
-    assert shared_carveout(kernel(50 * 1024, 128, 106)) == 90       # 4 CTAs by registers and by memory
-    assert shared_carveout(kernel(50 * 1024, 128, 200)) == 45       # registers allow 2 (2 x 51 KB)
-    assert shared_carveout(kernel(50 * 1024, 128, -1)) == 100
+    def kernel(smem, threads):
+        return SimpleNamespace(shared_bytes=smem, threads=threads)
+    assert shared_carveout(kernel(196608, 256), 249) == 85          # (192 + 1) KB of 228 KB
+    assert shared_carveout(kernel(50 * 1024, 128), 106) == 90       # 4 CTAs by registers and by memory
+    assert shared_carveout(kernel(50 * 1024, 128), 200) == 45       # registers allow 2 (2 x 51 KB)
+    assert shared_carveout(kernel(50 * 1024, 128), -1) == 100
+
+
+def test_the_carveout_follows_the_loaded_function_registers_not_the_compile_report(cupy):
+    """ptxas's report is missing (-1) when NVRTC is answered from the driver's compute cache; the
+    carveout then comes from the registers the loaded function reports, not from a guess of 100%."""
+    import dataclasses
+
+    from gett.config import KernelConfig
+    from gett.launch import Launcher
+    a, b, c = (cupy.ndarray(shape, np.float16) for shape in ((1024, 512), (512, 1024), (1024, 1024)))
+    plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn", config=KernelConfig("mma16", 128, 256, 32, 4, wm=64, wn=64))
+    kernel = plan.kernel()
+    assert kernel.shared_bytes > 48 * 1024
+    blind = dataclasses.replace(kernel, report=dataclasses.replace(kernel.report, registers=-1))
+    plan._compiled[kernel.report.arch] = blind
+    launcher = Launcher(plan, 0, "cupy")
+    assert launcher._fn.preferred_shared_memory_carveout < 100
