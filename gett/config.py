@@ -227,7 +227,7 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
     power-of-two tile holds whole, 192 rows or columns (12 warps), whichever dimension holds that mode,
     write D in whole runs: #31 1.4x; #32, #35 (N) 82 -> 58 us with the crossing epilogue walk."""
     if cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536:
-        return replace(cfg, bm=256, wm=32)
+        return _tall_tile(plan, replace(cfg, bm=256, wm=32))
     for group, tile, extent in (("M", cfg.bm, plan.m), ("N", cfg.bn, plan.n)):
         table = plan.tables[group]
         if cfg.bm != 128 or plan.m < 192 or extent <= tile or not table.extents \
@@ -237,6 +237,28 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
         if run & (run - 1) and 192 % run == 0:   # not a power of two, and 192 holds whole runs
             return replace(cfg, bm=192, wm=64, wn=32) if group == "M" else replace(cfg, bn=192, wm=64, wn=32)
     return cfg
+
+
+def _tall_tile(plan, cfg: KernelConfig) -> KernelConfig:
+    """``cfg`` (256 rows), or 576 rows where M is box-tiled and 256 rows leave the box's sides shorter than
+    a sector while 576 make them at least 1.5 sectors, with K short (≤ 128): extents of 72 = 8 · 9 give
+    8 x 8 boxes in any power-of-two tile, 24 x 24 in 576 rows. H100 (tile_sweep, session 13): #3
+    ``abcd-dbea-ec`` 86.2 -> 71.6 us, #4 ``abcd-deca-be`` 83.5 -> 71.7 (with leaky ReLU on A, B and C
+    113.7 -> 96.2, 112.1 -> 96.5); not #1 (K = 312: 48.4 -> 50.3; its database entry has 384 rows) nor
+    #6-8, whose 16 x 16 boxes are whole sectors already."""
+    itemsize = plan.descriptors["D"].dtype.itemsize
+    tall = replace(cfg, bm=576)
+    if plan.k <= 128 and 0 < _box_side(plan, cfg) * itemsize < 32 and _box_side(plan, tall) * itemsize >= 48:
+        return tall
+    return cfg
+
+
+def _box_side(plan, cfg: KernelConfig) -> int:
+    """The shorter side of the M box that box tiling makes for ``cfg`` (0 where M is not box-tiled)."""
+    from .tiling import tile_plan
+    table = tile_plan(plan, cfg).tables["M"]
+    boxed = len(table.modes) > 1 and str(table.modes[1][-1]).startswith("%")
+    return min(table.extents[:2]) if boxed else 0
 
 
 def _tile_config(plan, arch: str | None = None) -> KernelConfig:

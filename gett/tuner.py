@@ -109,11 +109,12 @@ def candidate_configs(plan, arch: str) -> list:
                 if _valid(cfg):
                     grid.add(dataclasses.replace(cfg, split_k=split_k_for(plan, cfg)))
     if sync.math == "mma16" and sync.bm == 256 and sync.bn == 32:
-        # the tall memory-bound tile (N <= 32): 288 and 384 rows (9 and 12 warps) give box-tiled M modes of
-        # extents like 72 or 312 longer runs than any power of two can. H100 (tile_sweep, 2026-11-22): #1
-        # ``abc-bda-dc`` 48.4 -> 39.0 us with 384 rows, #4 ``abcd-deca-be`` 84.0 -> 75.4 with 288 (but
-        # 112 -> 143 with leaky ReLU on A, B and C, so #4's entry is not shipped)
-        grid.update(dataclasses.replace(sync, bm=bm, bk=bk, split_k=1) for bm in (288, 384) for bk in (32, 64))
+        # the tall memory-bound tile (N <= 32): 288, 384 and 576 rows (9, 12 and 18 warps) give box-tiled M
+        # modes of extents like 72 or 312 longer runs than any power of two can. H100 (tile_sweep,
+        # 2026-11-22): #1 ``abc-bda-dc`` 48.4 -> 39.0 us with 384 rows, #4 ``abcd-deca-be`` 84.0 -> 75.4 with
+        # 288 (but 112 -> 143 with leaky ReLU on A, B and C), 71.7 with 576 (the heuristic's, _tall_tile)
+        grid.update(dataclasses.replace(sync, bm=bm, bk=bk, split_k=1) for bm in (288, 384, 576) for bk in (32, 64)
+                    if bm != sync.bm)
     tiles = -(-plan.m // sync.bm) * -(-plan.n // sync.bn) * plan.batch
     if tiles < TARGET_CTAS // 2:
         grid.update(dataclasses.replace(sync, split_k=s) for s in (1, 2, 4, 8, 16, 32)

@@ -335,7 +335,9 @@ def test_heuristic_uses_wgmma_only_on_hopper_for_large_gemms():
 
 
 def test_heuristic_tiles_for_memory_bound_tccg_shapes():
-    """Measured choices (benchmarks/tile_sweep.py): 256 rows for N = 24 with a long M (#6), 192 rows
+    """Measured choices (benchmarks/tile_sweep.py): 256 rows for N = 24 with a long M (#6), 576 where
+    that M is boxed and 256 rows would leave 8 x 8 boxes of 72-element modes (#3, #4: 24 x 24), not
+    with K = 312 (#1), 192 rows
     where D's stride-1 mode has an extent of 24 (#31), plain 128x128 where D runs are long (#33), one
     tile row for M = 72 (#9-11), wgmma 128x128 where N or M is in the hundreds (#15-18)."""
     from tccg_suite.suite import select
@@ -346,6 +348,7 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
         plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
         return default_config(plan, "sm_90")
     assert (config(6).bm, config(6).bn) == (256, 32)
+    assert (config(3).bm, config(4).bm, config(1).bm, config(5).bm) == (576, 576, 256, 256)
     assert (config(31).bm, config(31).bn) == (192, 128)
     assert (config(32).bm, config(32).bn) == (128, 192)   # D's run of 24 lies in N there
     assert (config(33).bm, config(33).bn) == (128, 128)
