@@ -23,8 +23,8 @@ DEFAULT_CONFIGS = (
 
 
 def parse_config(text: str):
-    """``math:BMxBNxBK:sSTAGES[:wWMxWN|:tTMxTN][:kSPLIT][:ws]`` → KernelConfig (wgmma has no warp tile;
-    ``t``: the SIMT path's thread tile; ``ws``: warp-specialised)."""
+    """``math:BMxBNxBK:sSTAGES[:wWMxWN|:tTMxTN][:kSPLIT][:gGROUP][:ws]`` → KernelConfig (wgmma has no warp
+    tile; ``t``: the SIMT path's thread tile; ``g``: row tiles a rasterisation group; ``ws``: warp-specialised)."""
     from gett.config import KernelConfig
     math, tile, stages, *extra = text.split(":")
     bm, bn, bk = (int(x) for x in tile.split("x"))
@@ -38,6 +38,8 @@ def parse_config(text: str):
             fields["tm"], fields["tn"] = (int(v) for v in x[1:].split("x"))
         elif x[0] == "k":
             fields["split_k"] = int(x[1:])
+        elif x[0] == "g":
+            fields["group_m"] = int(x[1:])
         else:
             raise ValueError(f"unknown configuration field {x!r} in {text!r}")
     return KernelConfig(math, bm, bn, bk, int(stages[1:]), **fields)
