@@ -372,11 +372,7 @@ struct Gett {
       });
       sync_math_threads();
     }
-    if (alpha == one<Acc>()) {
-      if (read_c) combine<true, false>(math, tile, alpha, beta); else combine<false, false>(math, tile, alpha, beta);
-    } else {
-      if (read_c) combine<true, true>(math, tile, alpha, beta); else combine<false, true>(math, tile, alpha, beta);
-    }
+    if (read_c) combine<true>(math, tile, alpha, beta); else combine<false>(math, tile, alpha, beta);
     sync_math_threads();
     for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
       *reinterpret_cast<Vector*>(D + (fast_d[w] + slow_d[s])) = read_tile(tile, s, w, tid);
@@ -394,12 +390,11 @@ struct Gett {
 
   // D's value of every accumulator, alpha * acc + beta * op_c(C) through op_out (C read from the tile),
   // written over its place in the tile.
-  // (Instances per beta class and for alpha = 1: a per-element test would be predicated, its
-  // instructions issued anyway, and the multiply by alpha is a tenth of a K = 24 kernel's instructions.)
-  template <bool READ_C, bool SCALE>
+  // (Two instances: a per-element test of beta would be predicated, its instructions issued anyway.)
+  template <bool READ_C>
   __device__ __forceinline__ static void combine(const Math& math, TE* tile, Acc alpha, Acc beta) {
     auto value = [&](int p, Acc v) {
-      Acc x = SCALE ? alpha * v : v;
+      Acc x = alpha * v;
       if constexpr (READ_C) x = x + beta * OpC{}(convert<Acc>(tile[p]));
       return convert<TE>(OpOut{}(x));
     };

@@ -49,13 +49,6 @@ template <> __device__ __forceinline__ complex<double> zero<complex<double>>() {
 template <> __device__ __forceinline__ int zero<int>() { return 0; }
 template <> __device__ __forceinline__ long long zero<long long>() { return 0; }
 
-template <class T>
-__device__ __forceinline__ T one() { return convert<T>(1.0f); }
-template <> __device__ __forceinline__ complex<float> one<complex<float>>() { return complex<float>{1.f, 0.f}; }
-template <> __device__ __forceinline__ complex<double> one<complex<double>>() { return complex<double>{1.0, 0.0}; }
-template <> __device__ __forceinline__ int one<int>() { return 1; }
-template <> __device__ __forceinline__ long long one<long long>() { return 1; }
-
 // The elementwise op that does nothing; apply_op passes values through untouched.
 struct Identity {
   static constexpr bool is_identity = true;
