@@ -92,6 +92,9 @@ def _fits(plan, arch: str, cfg: KernelConfig) -> bool:
     return smem <= _MAX_SHARED.get(arch_number(arch), 99 * 1024)
 
 
+TALL_ROWS = (256, 288, 384, 576)   # rows of the tall memory-bound mma.sync tile (N <= 32) the tuner tries
+
+
 def candidate_configs(plan, arch: str) -> list:
     """The heuristic's configuration first, then up to MAX_CANDIDATES - 1 others nearest it: on sm_90 the
     wgmma tiles (16-bit data); around the heuristic's mma.sync/SIMT choice, tile sizes up to the one
@@ -108,12 +111,12 @@ def candidate_configs(plan, arch: str) -> list:
                 cfg = dataclasses.replace(sync, bm=bm, bn=bn, bk=bk, stages=stages, split_k=1, **shape)
                 if _valid(cfg):
                     grid.add(dataclasses.replace(cfg, split_k=split_k_for(plan, cfg)))
-    if sync.math == "mma16" and sync.bm == 256 and sync.bn == 32:
+    if sync.math == "mma16" and sync.bm in TALL_ROWS and sync.bn == 32:
         # the tall memory-bound tile (N <= 32): 288, 384 and 576 rows (9, 12 and 18 warps) give box-tiled M
         # modes of extents like 72 or 312 longer runs than any power of two can. H100 (tile_sweep,
         # 2026-11-22): #1 ``abc-bda-dc`` 48.4 -> 39.0 us with 384 rows, #4 ``abcd-deca-be`` 84.0 -> 75.4 with
         # 288 (but 112 -> 143 with leaky ReLU on A, B and C), 71.7 with 576 (the heuristic's, _tall_tile)
-        grid.update(dataclasses.replace(sync, bm=bm, bk=bk, split_k=1) for bm in (288, 384, 576) for bk in (32, 64)
+        grid.update(dataclasses.replace(sync, bm=bm, bk=bk, split_k=1) for bm in TALL_ROWS for bk in (32, 64)
                     if bm != sync.bm)
     tiles = -(-plan.m // sync.bm) * -(-plan.n // sync.bn) * plan.batch
     if tiles < TARGET_CTAS // 2:

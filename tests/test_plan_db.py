@@ -267,13 +267,20 @@ def test_candidates_are_valid_and_compile_in_parallel():
 
 
 def test_candidates_include_taller_memory_bound_tiles():
-    """With N <= 32 and a long M (the heuristic's 256 x 32 tile), 288, 384 and 576 rows are candidates: they
-    give box-tiled M modes of extents like 72 and 312 longer runs (#1's shipped entry is one)."""
+    """With N <= 32 and a long M (the heuristic's 256 x 32 tile, or 576 x 32), the other tall row counts of
+    256, 288, 384 and 576 are candidates: they give box-tiled M modes of extents like 72 and 312 longer
+    runs (#1's shipped entry is one)."""
     plan = plan_of(97344, 24, 312)
     assert (default_config(plan).bm, default_config(plan).bn) == (256, 32)
     tall = {(c.bm, c.bk) for c in tuner.candidate_configs(plan, ARCH) if c.math == "mma16" and c.bm > 256}
     assert tall == {(288, 32), (288, 64), (384, 32), (384, 64), (576, 32)}   # 576 x 64: too much shared memory
     assert not any(c.bm > 256 for c in tuner.candidate_configs(plan_of(256, 192, 128), ARCH))
+    from tccg_suite.suite import select
+    c = select([3])[0]   # #3: the heuristic's tile has 576 rows; the shorter ones stay candidates
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+    plan3 = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+    assert default_config(plan3).bm == 576
+    assert {256, 288, 384} <= {cfg.bm for cfg in tuner.candidate_configs(plan3, ARCH) if cfg.math == "mma16"}
 
 
 def test_candidates_reach_across_math_paths():
