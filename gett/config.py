@@ -192,7 +192,10 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       a split-K 128 x 256 tile also narrows to 128 x 128 with 4 stages, so that an op'd operand is
       staged through registers (codegen.operand_layouts): #14 ``ab-cad-dcb`` f16 with leaky ReLU, H100
       (tile_sweep --leaky): 328 us as 128 x 256 s3 k44, 266 us as 128 x 128 s4 k44 (s3: 318 at k30;
-      #13's 128 x 128 s3 k30 stays its best);
+      #13's 128 x 128 s3 k30 stays its best); any other split-K producer tile keeps 3 stages, the deep
+      pipeline having been for the producer (tile_sweep --leaky, session 13: #19 ``abc-adec-ebd``
+      128 x 80 k6 s6 55.3 us, s4 51.7, s3 43.2; #13 ``ab-acd-dbc`` 128 x 160 k44 s4 98.4, s3 91.2; but
+      the unsplit 128 x 256 of #12/#20 s4 600.9/576.7 against s3 611.4/591.3, so those keep theirs);
     - mma.sync tiles 64 deep become 32 deep where that pads K less, and 256 rows become 128, a kernel
       that needs no cap on its registers for two CTAs per SM (codegen.ctas_per_sm), which the op pass
       took into spills; where K then fits the stages, one more stage, which costs no shared memory
@@ -203,6 +206,8 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       128 x 32 x 32 s3 62.5, s4 57.8."""
     if cfg.ws and cfg.split_k > 1 and cfg.bn == 256:
         return replace(cfg, ws=False, bn=128, stages=max(cfg.stages, 4))
+    if cfg.ws and cfg.split_k > 1:
+        return replace(cfg, ws=False, stages=3)
     if cfg.math == "mma16":
         if cfg.bk == 64 and -(-plan.k // 32) * 32 < -(-plan.k // 64) * 64:
             cfg = replace(cfg, bk=32)

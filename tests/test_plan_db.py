@@ -200,6 +200,9 @@ def test_plan_with_ops_falls_back_to_the_entry_without_them():
     # a split-K 128 x 256 producer tile becomes 128 x 128 with 4 stages (an op'd operand in registers)
     plan_db.record(plain, ARCH, KernelConfig("wgmma", 128, 256, 64, 3, split_k=4, ws=True), 1.0)
     assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == KernelConfig("wgmma", 128, 128, 64, 4, split_k=4)
+    # any other split-K producer tile keeps 3 stages (#13, #19); an unsplit one keeps its depth (above)
+    plan_db.record(plain, ARCH, KernelConfig("wgmma", 128, 80, 64, 6, split_k=6, ws=True), 1.0)
+    assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == KernelConfig("wgmma", 128, 80, 64, 3, split_k=6)
 
 
 @pytest.mark.parametrize("k, adapted", [
