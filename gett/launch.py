@@ -7,6 +7,8 @@ import weakref
 
 import numpy as np
 
+from .codegen import SM_SHARED_BYTES
+
 _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64": np.float64,
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
 _MAX_GRID_X = 2**31 - 1
@@ -37,7 +39,7 @@ def _function(kernel, name: str, device: int):
     return fn
 
 
-def shared_carveout(kernel, registers: int, sm_shared: int = 228 * 1024, sm_registers: int = 65536) -> int:
+def shared_carveout(kernel, registers: int, sm_shared: int = SM_SHARED_BYTES, sm_registers: int = 65536) -> int:
     """Percent of the SM's unified L1 to make shared memory: enough for as many CTAs as ``registers`` (a
     thread's, as the loaded function reports them) and shared memory allow (the driver's default may size
     it for one CTA), and no more, since the rest is L1 cache that register-staged loads and spills need.
