@@ -324,3 +324,24 @@ def test_tuner_data_keeps_long_sums_of_16_bit_outputs_finite():
     assert abs(x.sum()) < 65504 / 8 and (x < 0).any() and (x > 0).any()
     y = _random_values(as_dtype("i32"), 100, np.random.default_rng(0))
     assert y.min() >= 1 and y.max() <= 3
+
+
+def test_tuner_times_each_run_after_evicting_the_run_before(monkeypatch):
+    """Each timed run follows an untimed eviction of L2 (outside its pair of events), so an operand that
+    fits L2 is not timed hot from the run before, as no program's next call would find it."""
+    import types
+    calls = []
+
+    class Event:
+        def record(self, stream=None):
+            calls.append("event")
+
+        def synchronize(self):
+            pass
+    cuda = types.SimpleNamespace(Event=Event, get_current_stream=lambda: None,
+                                 get_elapsed_time=lambda start, end: 1.0)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    assert tuner._median_ms(lambda: calls.append("run"), lambda: calls.append("evict")) == 1.0
+    timed = calls[tuner.WARMUP:]
+    assert calls[:tuner.WARMUP] == ["run"] * tuner.WARMUP
+    assert timed == ["evict", "event", "run", "event"] * tuner.RUNS
