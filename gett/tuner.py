@@ -219,10 +219,11 @@ class _Buffer:
 def _median_ms(run, evict) -> float:
     """Median milliseconds of RUNS calls of ``run()`` after WARMUP, each between two CUDA events and after
     an untimed ``evict()``, so no call finds the call before's data in L2, as a program's next call rarely
-    does. Timed hot, tuning picked configurations slower than the heuristic's in the TCCG runner (whose
-    buffers rotate): H100, ``benchmarks/tune_tccg.py --budget 3``, session 14: #19 58.3 us against 43.3,
-    #4 68.8 against 66.5, #39 39.1 against 36.9; evicting, none of #3, #4, #13, #14, #19, #33, #39, #46
-    came out slower (tuned / heuristic 0.94-1.00)."""
+    does and as the TCCG runner times (its buffers rotate). H100, ``benchmarks/tune_tccg.py --budget 3``,
+    session 14: timed hot, tuning picked #4 256 x 32 s4 (68.8 us in the runner against the heuristic's
+    66.5) and #39 128 x 128 x 64 w64 x 64 (39.1 against 36.9); evicting, none of the 48 came out slower
+    than the heuristic. (That run's #19, 58.3 us, was slow for another reason: its configuration ran
+    40.1 us in the next.)"""
     import cupy
     for _ in range(WARMUP):
         run()
