@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from .config import KernelConfig, loads_have_ops
 from .modes import GROUPS
+from .tma import tma_operands
 
 SM_SHARED_BYTES = 228 * 1024   # shared memory per SM on sm_90, where wgmma runs; a CTA reserves 1 KB of it
 
@@ -272,6 +273,8 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
                          f"(A {'async' if la.is_async else 'staged'}, B {'async' if lb.is_async else 'staged'})")
     smem = shared_bytes(plan, cfg, la, lb)
     threads = cfg.threads
+    tma = tma_operands(plan, cfg, (la, lb)) is not None
+    maps = ",\n    const __grid_constant__ gett::TensorMap map_a, const __grid_constant__ gett::TensorMap map_b" if tma else ""
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)
     epi_v = epilogue_vector(plan, cfg, m_fast, epi_tx)
     epi_run, epi_cross = epilogue_cross(plan, cfg, m_fast, epi_tx)
@@ -335,15 +338,15 @@ struct Problem {{
 using LoadA = {loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
-using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}>;
+using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}, {'true' if tma else 'false'}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on threads per CTA");
 }}  // namespace
 
 extern "C" __global__ void __launch_bounds__({threads}, {ctas_per_sm(plan, cfg) if cap_registers else 1}) {KERNEL_NAME}(
     const Problem::TA* A, const Problem::TB* B, const Problem::TC* C, Problem::TD* D,
-    Problem::Acc* partials, Problem::Acc alpha, Problem::Acc beta) {{
-  Kernel::run(A, B, C, D, partials, alpha, beta);
+    Problem::Acc* partials, Problem::Acc alpha, Problem::Acc beta{maps}) {{
+  Kernel::run(A, B, C, D, partials, alpha, beta{', &map_a, &map_b' if tma else ''});
 }}
 """
     if cfg.split_k > 1:

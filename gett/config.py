@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt")
 PRODUCER_THREADS = 128   # the producer warpgroup of a warp-specialised (ws) kernel
-WGMMA_N = (64, 80, 96, 128, 160, 192, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
+WGMMA_N = (64, 80, 96, 128, 160, 192, 224, 240, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,7 @@ def _staged(plan, cfg: KernelConfig) -> int:
 
 # Two CTAs on each of an H100's 132 SMs; split-K is used only below half that many output tiles.
 TARGET_CTAS = 264
+WAVE_SMS = 132   # an H100 SXM's SMs, for the wave counts of the heuristic
 
 
 def split_k_for(plan, cfg: KernelConfig) -> int:
@@ -181,8 +182,26 @@ def _wgmma_tile(plan):
     if _scalar_staging(plan, small):
         return None
     if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0:
-        return replace(big, ws=not loads_have_ops(plan))
+        return _wide_tile(plan, replace(big, ws=not loads_have_ops(plan)))
     return _WGMMA_128X128 if _staged(plan, _WGMMA_128X128) == 0 else small
+
+
+def _waves(plan, cfg: KernelConfig) -> int:
+    """Rounds of one CTA per SM that ``cfg``'s tiles take on WAVE_SMS SMs."""
+    return -(-(-(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch * cfg.split_k) // WAVE_SMS)
+
+
+def _wide_tile(plan, cfg: KernelConfig) -> KernelConfig:
+    """The warp-specialised 128 x 256 tile, rasterised in groups of 16 row tiles, and 240 columns wide
+    where B loads K-major (an MN-major tile takes whole 64-column swizzle atoms) and its tiles take no
+    more waves than 256 columns: each then computes 1/16 less. H100 (tile_sweep, TMA loads, 2026-11-23):
+    #28 (5184^3, 861 or 902 tiles: 7 waves either way) 498.6 -> 479.9 us, #12 even (421.7 against 423.0);
+    16 row tiles a group against 8: #12 416.8 -> 410.9 and 423.0 -> 413.1, #28 479.9 -> 476.6."""
+    cfg = replace(cfg, group_m=16)
+    narrow = replace(cfg, bn=240)
+    if cfg.ws and not _layouts(plan, cfg)[1].row_contig and _waves(plan, narrow) <= _waves(plan, cfg):
+        return narrow
+    return cfg
 
 
 def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .codegen import KERNEL_NAME, ctas_per_sm, render_kernel
+from .codegen import KERNEL_NAME, ctas_per_sm, operand_layouts, render_kernel
 from .config import KernelConfig, default_config, has_wgmma
 from .errors import DeviceError
 from .nvrtc import ResourceUsage
 from .staging import COPY_KERNEL_NAME, render_copy
 from .tiling import tile_plan
+from .tma import tma_operands
 
 # Dynamic shared memory a CTA may opt into, per compute capability (CUDA programming guide).
 _MAX_SHARED = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
@@ -99,6 +100,7 @@ class CompiledKernel:
     shared_bytes: int
     threads: int
     report: KernelReport
+    tma: tuple | None = None   # (A's, B's) gett.tma.TmaOperand where the kernel takes tensor maps
     name: str = KERNEL_NAME
 
 
@@ -110,6 +112,7 @@ class KernelSource:
     config: KernelConfig
     shared_bytes: int
     threads: int
+    tma: tuple | None = None   # see CompiledKernel
 
 
 @dataclass(frozen=True)
@@ -177,8 +180,9 @@ def kernel_source(plan, arch: str, config: KernelConfig = None, stage_ops: bool 
         return kernel_source(plan, arch, default_config(plan, arch), stage_ops, cap_registers)
     if smem > limit:
         raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
+    tma = tma_operands(tiled, cfg, operand_layouts(tiled, cfg, stage_ops))
     return KernelSource(f"// device headers {headers_digest()}\n{source}", f"gett_{cfg.key()}.cu", cfg, smem,
-                        threads)
+                        threads, tma)
 
 
 def compile_source(ks: KernelSource, arch: str) -> CompiledKernel:
@@ -193,4 +197,4 @@ def compile_source(ks: KernelSource, arch: str) -> CompiledKernel:
     report = KernelReport(cached.arch, cfg.key(), threads, usage.registers, usage.spill_stores,
                           usage.spill_loads, usage.stack_bytes, smem + usage.shared_bytes,
                           cached.compile_seconds, cached.from_cache)
-    return CompiledKernel(source, cached.path, cfg, smem, threads, report)
+    return CompiledKernel(source, cached.path, cfg, smem, threads, report, ks.tma)

@@ -64,7 +64,7 @@ class Launcher:
     conversion each per launch)."""
     __slots__ = ("_fn", "_grid", "_block", "_shared", "_acc", "_device", "_torch_stream", "_cupy",
                  "_partials", "_reduce", "_reduce_grid", "_reduce_block", "_address", "_by_value",
-                 "_null", "_scalars", "_get_device")
+                 "_null", "_scalars", "_get_device", "_maps")
 
     def __init__(self, plan, device: int, kind: str):
         import cupy
@@ -75,12 +75,16 @@ class Launcher:
         self._torch_stream = _torch_stream_getter() if kind == "torch" else None
         # With one device it is always the current one: no need to ask on every call.
         self._get_device = cupy.cuda.runtime.getDevice if cupy.cuda.runtime.getDeviceCount() > 1 else None
+        self._maps = None
         if plan.m * plan.n * plan.batch == 0:
             return   # nothing to write
         with cupy.cuda.Device(device):
             kernel = plan.kernel(plan.device_arch or current_arch())
             self._fn = _function(kernel, kernel.name, device)
             cfg = kernel.config
+            if kernel.tma is not None:
+                from .tensor_map import TensorMaps
+                self._maps = TensorMaps(kernel.tma, CNumpyArray)
             outputs = plan.m * plan.n * plan.batch
             self._partials = cfg.split_k * outputs if cfg.split_k > 1 else 0
             if self._partials:
@@ -98,10 +102,11 @@ class Launcher:
         descriptors (for the CuPy kind, device addresses as ints serve too). Checks nothing."""
         if self._fn is None:
             return
+        maps = () if self._maps is None else self._maps(_pointer(A), _pointer(B))
         if self._torch_stream is not None:
             address = self._address
             A, B, C, D = address(A.data_ptr()), address(B.data_ptr()), address(C.data_ptr()), address(D.data_ptr())
-        self._dispatch(A, B, C, D, alpha, beta, self.stream())
+        self._dispatch(A, B, C, D, alpha, beta, self.stream(), maps)
 
     def at_addresses(self, a: int, b: int, c: int, d: int, alpha, beta) -> None:
         """Launch on device addresses, for arrays of mixed kinds (e.g. torch bf16 inputs, a CuPy output),
@@ -110,7 +115,8 @@ class Launcher:
             return
         address = self._address
         stream = self.stream()
-        self._dispatch(address(a), address(b), address(c), address(d), alpha, beta, stream)
+        maps = () if self._maps is None else self._maps(a, b)
+        self._dispatch(address(a), address(b), address(c), address(d), alpha, beta, stream, maps)
 
     def stream(self):
         """The stream launches go to: PyTorch's current one (a CuPy view) for torch, else None (CuPy's)."""
@@ -118,7 +124,8 @@ class Launcher:
             return None
         return _external_stream(self._torch_stream(self._device), self._device)
 
-    def _dispatch(self, A, B, C, D, alpha, beta, stream):
+    def _dispatch(self, A, B, C, D, alpha, beta, stream, maps):
+        """``maps``: the tensor maps of A and B for a TMA kernel (gett.tensor_map), else ()."""
         scalars = self._scalars
         try:
             alpha, beta = scalars[alpha], scalars[beta]
@@ -126,22 +133,22 @@ class Launcher:
             alpha, beta = self._scalar(alpha), self._scalar(beta)
         if self._get_device is not None and self._get_device() != self._device:
             with self._cupy.cuda.Device(self._device):   # the module is loaded in that device's context,
-                self._launch(A, B, C, D, alpha, beta, stream)   # and CuPy's current stream is per device
+                self._launch(A, B, C, D, alpha, beta, stream, maps)   # and CuPy's current stream is per device
         elif self._partials:
-            self._launch(A, B, C, D, alpha, beta, stream)
+            self._launch(A, B, C, D, alpha, beta, stream, maps)
         else:   # the common case, without the call of _launch
-            self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta),
+            self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta) + maps,
                      shared_mem=self._shared, stream=stream)
 
-    def _launch(self, A, B, C, D, alpha, beta, stream):
+    def _launch(self, A, B, C, D, alpha, beta, stream, maps):
         """Launch on the current device: one kernel, or with split-K the kernel and the reduction."""
         if not self._partials:
-            self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta),
+            self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta) + maps,
                      shared_mem=self._shared, stream=stream)
             return
         with stream if stream is not None else contextlib.nullcontext():
             partials = self._cupy.empty(self._partials, dtype=self._acc)   # CuPy's pool, on the stream using it
-            self._fn(self._grid, self._block, (A, B, C, D, partials, alpha, beta), shared_mem=self._shared)
+            self._fn(self._grid, self._block, (A, B, C, D, partials, alpha, beta) + maps, shared_mem=self._shared)
             self._reduce(self._reduce_grid, self._reduce_block, (partials, C, D, alpha, beta))
 
     def _scalar(self, value):

@@ -10,6 +10,7 @@
 #include "copy.cuh"
 #include "layout.cuh"
 #include "loader.cuh"
+#include "tma.cuh"
 #include "types.cuh"
 
 namespace gett {
@@ -25,10 +26,11 @@ namespace gett {
 // and aligned in both C and D (along the box's second side in a box walk). EPI_CROSS > 1 (plain walks only): D's stride-1 mode
 // is a short run of EPI_RUN along the fast dimension, continued contiguously by the slow dimension's
 // first mode; the walk takes EPI_CROSS slow steps after each run (see walk_position). WS: THREADS
-// math threads plus a producer warpgroup that does all the loading (see produce()).
+// math threads plus a producer warpgroup that does all the loading (see produce()); with TMA one of
+// its threads does it, a box per operand tile, through the tensor maps of A and B (tma.cuh).
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
           int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
-          int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false>
+          int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false, bool TMA = false>
 struct Gett {
   static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
   static_assert(EPI_CROSS == 1 || (EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_RUN == 0 &&
@@ -71,12 +73,16 @@ struct Gett {
   // Split-K partials run along D's stride-1 mode where that is M's first mode (a plain walk of M), so
   // reduce_splits reads and writes D in whole sectors.
   static constexpr bool PARTIALS_M_FAST = D_M_FAST && EPI_TX == 1;
+  static_assert(!TMA || (WS && LoadA::kSwizzle128 && LoadB::kSwizzle128 && !LoadA::kHasOp && !LoadB::kHasOp &&
+                         !LoadA::kTransposes && !LoadB::kTransposes),
+                "TMA loads plain swizzled tiles in the producer warpgroup (no ops, no transpositions)");
 
   __device__ __forceinline__ static void run(const typename P::TA* __restrict__ A,
                                              const typename P::TB* __restrict__ B,
                                              const typename P::TC* __restrict__ C,
                                              typename P::TD* __restrict__ D, Acc* __restrict__ partials,
-                                             Acc alpha, Acc beta) {
+                                             Acc alpha, Acc beta, const TensorMap* map_a = nullptr,
+                                             const TensorMap* map_b = nullptr) {
     const int tid = threadIdx.x;
 
     // Tile coordinates: batches outermost; inside a batch GROUP_M row-tiles sweep the columns
@@ -114,13 +120,18 @@ struct Gett {
       unsigned long long* empty = full + STAGES;
       if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
-          mbarrier_init(&full[s], PRODUCER_THREADS);
+          mbarrier_init(&full[s], TMA ? 1 : PRODUCER_THREADS);   // TMA: one arrival, then the bytes
           mbarrier_init(&empty[s], THREADS / 32);
         }
+        if constexpr (TMA) fence_proxy_async();   // the barriers, initialised, seen by the TMA unit
       }
       __syncthreads();   // the last CTA-wide barrier: the producer leaves after its loads
       if (tid >= THREADS) {
-        produce(A, B, m0, n0, k_first, k_tiles, tid - THREADS, full, empty);
+        if constexpr (TMA) {
+          if (tid == THREADS) produce_tma(map_a, map_b, int(m0), int(n0), k_first, k_tiles, full, empty);
+        } else {
+          produce(A, B, m0, n0, k_first, k_tiles, tid - THREADS, full, empty);
+        }
         return;
       }
       math.init(tid);
@@ -286,13 +297,28 @@ struct Gett {
     }
   }
 
+  // TMA: one thread waits for a free stage, announces the stage's bytes on its full barrier and
+  // starts the boxes of A and B; the barrier's phase completes when they have all landed.
+  __device__ __forceinline__ static void produce_tma(const TensorMap* map_a, const TensorMap* map_b, int m0, int n0,
+                                                     int k_first, int k_tiles, unsigned long long* full,
+                                                     unsigned long long* empty) {
+    for (int t = 0; t < k_tiles; ++t) {
+      const int s = t % STAGES;
+      if (t >= STAGES) mbarrier_wait(&empty[s], ((t / STAGES) & 1) ^ 1);
+      mbarrier_arrive_expect_bytes(&full[s], A_STAGE_BYTES + B_STAGE_BYTES);
+      const int k0 = (k_first + t) * BK;
+      tma_load_tile<typename P::TA, BM, BK, LoadA::kRowContig>(stage_a(s), map_a, m0, k0, &full[s]);
+      tma_load_tile<typename P::TB, BN, BK, LoadB::kRowContig>(stage_b(s), map_b, n0, k0, &full[s]);
+    }
+  }
+
   __device__ __forceinline__ static void consume(Math& math, int k_tiles, unsigned long long* full,
                                                  unsigned long long* empty) {
     static_assert(Math::kAsyncMath, "warp specialisation feeds wgmma");
     for (int kt = 0; kt < k_tiles; ++kt) {
       const int s = kt % STAGES;
       mbarrier_wait(&full[s], (kt / STAGES) & 1);
-      fence_proxy_async();   // the stage's generic-proxy writes, seen by wgmma's async proxy
+      if constexpr (!TMA) fence_proxy_async();   // the stage's generic-proxy writes, seen by wgmma's async proxy
       math.compute(stage_a(s), stage_b(s), BK);
       math.template wait<1>();   // this warp's MMAs of tile kt - 1 are done: release its stage
       if (kt > 0 && threadIdx.x % 32 == 0) mbarrier_arrive(&empty[(kt - 1) % STAGES]);

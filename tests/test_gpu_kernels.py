@@ -195,7 +195,7 @@ def test_planner_stages_a_small_operand_for_its_op():
     assert np.linalg.norm(got - expect) / np.linalg.norm(expect) <= 2e-3
 
 
-WGMMA_TILES = [(64, 64), (64, 128), (128, 128), (128, 160), (128, 192), (128, 256)]
+WGMMA_TILES = [(64, 64), (64, 128), (128, 128), (128, 160), (128, 192), (128, 224), (128, 240), (128, 256)]
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
@@ -263,6 +263,64 @@ def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile, ops, stage
     assert err < 2e-3, f"relative error {err:.2e}"
 
 
+def column_major_f16(rng, modes, ext):
+    """Random f16 values on the GPU over ``modes`` (extents ``ext``), the first mode stride-1 as in TCCG."""
+    shape = [ext[x] for x in modes]
+    return cp.asarray(random_values(rng, int(np.prod(shape)), "f16").reshape(shape[::-1]).astype(np.float16)).transpose()
+
+
+@pytest.mark.parametrize("a_modes,b_modes", [("mk", "kn"), ("km", "nk"), ("mk", "nk"), ("km", "kn")])
+@pytest.mark.parametrize("tile,split", [((128, 256), 1), ((128, 240), 1), ((128, 128), 1), ((64, 192), 3)])
+def test_tma_loads_every_operand_direction(a_modes, b_modes, tile, split):
+    """Warp-specialised wgmma kernels whose producer loads both operands through the TMA: K- and MN-major
+    boxes, M (296), N (272) and K (1000) past the last tile (zero-filled boxes), split K, operands at 16-byte but not
+    256-byte aligned addresses, and a second pair of buffers (tensor maps are encoded per address)."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("TMA and wgmma need an sm_90 GPU")
+    if tile[1] % 64 and b_modes == "kn":
+        pytest.skip("an N-major B is loaded in whole 64-column swizzle atoms")
+    from gett.config import KernelConfig
+    rng = np.random.default_rng(21)
+    ext = {"m": 296, "n": 272, "k": 1000}
+    config = KernelConfig("wgmma", *tile, 64, 4, split_k=split, ws=True)
+    plan = None
+    for offset in (8, 0):   # elements before the operands' first: 16 bytes, then none
+        a = random_values(rng, 296 * 1000, "f16").reshape([ext[c] for c in a_modes])
+        b = random_values(rng, 272 * 1000, "f16").reshape([ext[c] for c in b_modes])
+        A = cp.asarray(np.concatenate([np.ones(offset), a.ravel()]).astype(np.float16))[offset:].reshape(a.shape)
+        B = cp.asarray(np.concatenate([np.ones(offset), b.ravel()]).astype(np.float16))[offset:].reshape(b.shape)
+        D = cp.full((296, 272), np.nan, dtype=cp.float32)
+        plan = plan or gett.plan_contraction(A, a_modes, B, b_modes, D, "mn", config=config)
+        assert plan.kernel().config == config and plan.kernel().tma is not None
+        gett.contract(plan, 1.5, A, B, 0.0, D)
+        expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", cp.asnumpy(A).astype(np.float64),
+                                 cp.asnumpy(B).astype(np.float64))
+        got = cp.asnumpy(D)
+        assert np.all(np.isfinite(got))
+        err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+        assert err < 2e-3, f"relative error {err:.2e}"
+
+
+def test_tma_loads_staged_operands():
+    """TCCG #20's pattern at a small size, both operands staged into dense copies that the TMA loads."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("TMA and wgmma need an sm_90 GPU")
+    from gett.config import KernelConfig
+    d, a, b = "abcd", "aebf", "dfce"   # TCCG #20
+    ext = dict(zip("abcdef", (24, 16, 40, 24, 24, 40)))
+    rng = np.random.default_rng(22)
+    A, B = column_major_f16(rng, a, ext), column_major_f16(rng, b, ext)
+    D = cp.full([ext[x] for x in d[::-1]], np.nan, dtype=cp.float16).transpose()
+    plan = gett.plan_contraction(A, a, B, b, D, d, config=KernelConfig("wgmma", 128, 256, 64, 4, ws=True),
+                                 staging=True)
+    assert plan.staged_plan is not None and plan.kernel().tma is not None
+    gett.contract(plan, 1.0, A, B, 0.0, D)
+    expect = np.einsum(f"{a},{b}->{d}", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
+    got = cp.asnumpy(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 4e-3
+
+
 @pytest.mark.parametrize("notation", ["abcd-eafb-fdec", "abcd-aebf-dfce", "abcd-eafd-fbec"])
 def test_wgmma_box_tiled_tccg_shapes(notation):
     """TCCG #20/#28/#30 patterns at a small size: the K box of #28/#30 copies B's strided vectors as
@@ -274,10 +332,7 @@ def test_wgmma_box_tiled_tccg_shapes(notation):
     d, a, b = notation.split("-")
     ext = dict(zip("abcdef", (24, 16, 40, 24, 24, 32)))
     rng = np.random.default_rng(15)
-    A = cp.asarray(random_values(rng, int(np.prod([ext[x] for x in a])), "f16").reshape(
-        [ext[x] for x in a[::-1]]).astype(np.float16)).transpose()   # column-major: first mode stride-1
-    B = cp.asarray(random_values(rng, int(np.prod([ext[x] for x in b])), "f16").reshape(
-        [ext[x] for x in b[::-1]]).astype(np.float16)).transpose()
+    A, B = column_major_f16(rng, a, ext), column_major_f16(rng, b, ext)
     D = cp.full([ext[x] for x in d[::-1]], np.nan, dtype=cp.float32).transpose()
     for tile, ws in itertools.product(((128, 128), (128, 256)), (False, True)):
         plan = gett.plan_contraction(A, a, B, b, D, d, config=KernelConfig("wgmma", *tile, 64, 3, ws=ws))

@@ -1,0 +1,74 @@
+"""Encoding the tensor maps TMA kernels take (``cuTensorMapEncodeTiled``, CUDA driver API, by ctypes).
+
+A tensor map holds the operand's address, so a launcher encodes one per address it meets and keeps
+them (:class:`TensorMaps`). Encoding needs the driver, not a context or a device.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .errors import DeviceError
+from .tma import TMA_DTYPES, TmaOperand
+
+_MAP_BYTES, _MAP_ALIGN = 128, 64
+_SWIZZLE_128B = 3             # CU_TENSOR_MAP_SWIZZLE_128B: the layout wgmma reads (kernels/tma.cuh)
+_L2_PROMOTION_256B = 3        # L2 fetches of 256 bytes, as CUTLASS's Hopper GEMMs ask
+_driver = None
+_driver_lock = threading.Lock()
+
+
+def _encode_function():
+    global _driver
+    with _driver_lock:
+        if _driver is None:
+            try:
+                lib = ctypes.CDLL("libcuda.so.1")
+                fn = lib.cuTensorMapEncodeTiled
+            except (OSError, AttributeError) as e:
+                raise DeviceError(f"TMA kernels need a CUDA 12+ driver with cuTensorMapEncodeTiled ({e})") from None
+            u32, u64p, u32p = ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
+                           ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+            fn.restype = ctypes.c_int
+            _driver = fn
+    return _driver
+
+
+def encode(view: TmaOperand, address: int) -> np.ndarray:
+    """The 128-byte tensor map of ``view`` at device ``address``, as a numpy array to pass by value."""
+    if address % 16:
+        raise DeviceError(f"{view.tensor}: a TMA load needs a 16-byte aligned address, got {address:#x}")
+    buffer = np.zeros(_MAP_BYTES + _MAP_ALIGN, dtype=np.uint8)
+    start = -buffer.ctypes.data % _MAP_ALIGN
+    out = buffer[start:start + _MAP_BYTES]
+    dims = (ctypes.c_uint64 * 2)(*view.extents)
+    strides = (ctypes.c_uint64 * 1)(view.outer_stride)
+    box = (ctypes.c_uint32 * 2)(*view.box)
+    element_strides = (ctypes.c_uint32 * 2)(1, 1)
+    status = _encode_function()(out.ctypes.data, TMA_DTYPES[view.dtype], 2, address, dims, strides, box,
+                                element_strides, 0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
+    if status:
+        raise DeviceError(f"cuTensorMapEncodeTiled failed ({status}) for {view.tensor}: {view}, address {address:#x}")
+    return out
+
+
+class TensorMaps:
+    """The tensor maps of A and B at the addresses met so far, encoded once each (a bounded number: a
+    program cycles through a few buffers; past that the oldest is dropped)."""
+    __slots__ = ("_by_value", "_maps", "_views")
+    LIMIT = 64
+
+    def __init__(self, views: tuple, by_value):
+        self._views, self._maps, self._by_value = views, {}, by_value
+
+    def __call__(self, a: int, b: int) -> tuple:
+        """(map of A at ``a``, map of B at ``b``) as kernel arguments passed by value."""
+        maps = self._maps.get((a, b))
+        if maps is None:
+            if len(self._maps) >= self.LIMIT:
+                self._maps.pop(next(iter(self._maps)))
+            maps = self._maps[(a, b)] = tuple(self._by_value(encode(v, p)) for v, p in zip(self._views, (a, b)))
+        return maps
