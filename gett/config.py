@@ -192,8 +192,8 @@ def _waves(plan, cfg: KernelConfig) -> int:
 
 
 def _wide_tile(plan, cfg: KernelConfig) -> KernelConfig:
-    """The warp-specialised 128 x 256 tile, rasterised in groups of 16 row tiles, and 240 columns wide
-    where B loads K-major (an MN-major tile takes whole 64-column swizzle atoms) and its tiles take no
+    """The 128 x 256 tile, rasterised in groups of 16 row tiles (with or without a producer warpgroup;
+    measured with one), and with one 240 columns wide where B loads K-major (an MN-major tile takes whole 64-column swizzle atoms) and its tiles take no
     more waves than 256 columns: each then computes 1/16 less. H100 (tile_sweep, TMA loads, 2026-11-23):
     #28 (5184^3, 861 or 902 tiles: 7 waves either way) 498.6 -> 479.9 us, #12 even (421.7 against 423.0);
     16 row tiles a group against 8: #12 416.8 -> 410.9 and 423.0 -> 413.1, #28 479.9 -> 476.6."""
