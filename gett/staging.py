@@ -99,11 +99,15 @@ def dense_strides(shape: tuple, modes: tuple, order: tuple) -> tuple:
 
 
 def target_orders(plan) -> dict:
-    """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch); B with its
-    stride-1 mode's group first (N modes in D's order); one K order for both — B's strides where B is
-    contiguous along K (so B's copy keeps its runs), else A's. Extent-1 modes go last."""
+    """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch); B K-major
+    where B is contiguous along K or the plan is a compute-bound one on the 16-bit tensor-core path, else
+    N-major (N modes in D's order); one K order for both — B's strides where B is contiguous along K (so
+    B's copy keeps its runs), else A's. Extent-1 modes go last. A K-major B lets the wide wgmma tile take
+    240 columns (an N-major tile takes whole 64-column swizzle atoms, config._wide_tile)."""
     d = _strides(plan, "D")
     group_of, fast_b = plan.analysis.group_of, _fast_mode(plan, "B")
+    k_major_b = (fast_b is not None and group_of[fast_b] == "K") or \
+        (math_path(plan) == "mma16" and not _memory_bound(plan))
     s = {t: _strides(plan, t) for t in "AB"}
     by_k = "B" if fast_b is not None and group_of[fast_b] == "K" else "A"
     other = "A" if by_k == "B" else "B"
@@ -121,7 +125,7 @@ def target_orders(plan) -> dict:
         def by_d(m, fast=fast):   # the operand's stride-1 mode stays innermost: its copy moves whole runs
             return (m != fast, abs(d.get(m, 1 << 62)))
         first, k = group(t, free, by_d), group(t, "K", k_key)
-        mn_major = t == "A" or fast_b is None or group_of[fast_b] != "K"
+        mn_major = t == "A" or not k_major_b
         order = (first + k if mn_major else k + first) + group(t, "L", by_d)
         orders[t] = tuple(order) + tuple(m for m in plan.modes[t] if m not in order)
     return orders

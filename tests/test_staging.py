@@ -27,10 +27,11 @@ def staged_orders(plan) -> dict:
 
 
 @pytest.mark.parametrize("cid,dtype,expect", [
-    # 72-element runs on the tensor-core path, compute-bound: both copied, each keeping its stride-1 mode
-    (20, "f16", {"A": "abef", "B": "dcef"}),
-    (21, "f16", {"A": "abfe", "B": "fecd"}),      # B contiguous along K: K-major copy, K in B's order
-    (22, "f16", {"A": "acef", "B": "bdef"}),
+    # 72-element runs on the tensor-core path, compute-bound: both copied, A M-major, B K-major (a
+    # transposing copy where B is contiguous along N), K in A's order ...
+    (20, "f16", {"A": "abef", "B": "efdc"}),
+    (22, "f16", {"A": "acef", "B": "efbd"}),
+    (21, "f16", {"A": "abfe", "B": "fecd"}),      # ... or where B is contiguous along K, in B's order
     # A and B contiguous along different K modes (e, f): A made M-major, B K-major in its own K order
     (28, "f16", {"A": "abfe", "B": "fecd"}),
     (28, "f32", {"A": "abfe", "B": "fecd"}),
