@@ -127,15 +127,12 @@ def simt_column_runs(plan, cfg: KernelConfig, m_fast: bool) -> bool:
 def epilogue_vector(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> int:
     """Elements per access of the epilogue walk: the widest vector along the walked dimension (in a box
     walk, along the box's second side, which is D's stride-1 mode) that is contiguous and aligned in
-    both C and D (see vector_width) and splits the tile evenly over the threads."""
+    both C and D (see vector_width)."""
     group, tile = ("M", cfg.bm) if m_fast else ("N", cfg.bn)
     widths = [vector_width(plan, t, group, tile) for t in "CD"]
     if any(step != tx for _, step in widths):
         return 1
-    v = min(w for w, _ in widths)
-    while v > 1 and (cfg.bm * cfg.bn // v) % cfg.math_threads:
-        v //= 2
-    return v
+    return min(w for w, _ in widths)
 
 
 def epilogue_cross(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> tuple:
@@ -185,6 +182,12 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     accumulators = cfg.bm * cfg.bn // threads
     if cfg.math == "mma16" and accumulators <= 32 and threads <= 256:
         return 2
+    if cfg.math == "wgmma" and cfg.swap and not loads_have_ops(plan):
+        # a short M's few accumulators (36 a thread at 72 x 128): as many CTAs as the shared memory
+        # holds, up to 4, leaving 40 registers a thread beyond the accumulators
+        fit = SM_SHARED_BYTES // (shared_bytes(plan, cfg, *operand_layouts(plan, cfg)) + 1024)
+        need = cfg.bm * cfg.bn // cfg.math_threads + 40
+        return max(n for n in range(1, 5) if n == 1 or (n <= fit and 65536 // (threads * n) // 8 * 8 >= need))
     if (cfg.math == "wgmma" and threads == 256 and loads_have_ops(plan)
             and 2 * (shared_bytes(plan, cfg, *operand_layouts(plan, cfg)) + 1024) <= SM_SHARED_BYTES):
         return 2   # two CTAs fit the shared memory: keep their registers in 128
@@ -290,7 +293,8 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
         math = f"gett::Mma16Math<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.wm}, {cfg.wn}>"
         header = "math_mma.cuh"
     elif cfg.math == "wgmma":
-        math = f"gett::WgmmaMath<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}>"
+        math = (f"gett::WgmmaMath<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, "
+                f"{'true' if cfg.swap else 'false'}>")
         header = "math_wgmma.cuh"
     elif cfg.math in ("tf32", "3xtf32"):
         split = "true" if cfg.math == "3xtf32" else "false"

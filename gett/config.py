@@ -10,14 +10,16 @@ from dataclasses import dataclass, replace
 
 MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt")
 PRODUCER_THREADS = 128   # the producer warpgroup of a warp-specialised (ws) kernel
-WGMMA_N = (64, 80, 96, 128, 160, 192, 224, 240, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
+WGMMA_N = (64, 72, 80, 96, 128, 160, 192, 224, 240, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
 
 
 @dataclass(frozen=True)
 class KernelConfig:
     """``math``: one of MATH_PATHS. ``wm``/``wn``: warp tile (mma.sync paths); ``tm``/``tn``:
     per-thread tile (SIMT path). ``threads`` follows: warps = (bm/wm)·(bn/wn), or (bm/tm)·(bn/tn);
-    ``wgmma`` (sm_90a, 16-bit data) gives each warpgroup of 128 threads 64 rows × bn."""
+    ``wgmma`` (sm_90a, 16-bit data) gives each warpgroup of 128 threads 64 rows × bn; with ``swap``, 64
+    columns × bm: the warpgroups multiply B's tile by A's, so a short M (72) is the instruction's width
+    rather than a 128-row tile half empty."""
     math: str
     bm: int
     bn: int
@@ -30,6 +32,7 @@ class KernelConfig:
     group_m: int = 8
     split_k: int = 1     # CTAs sharing one output tile's K range (partials reduced deterministically)
     ws: bool = False     # wgmma only: a producer warpgroup loads, the others only compute (warp specialisation)
+    swap: bool = False   # wgmma only: B's tile is the instruction's rows (64 a warpgroup), A's its width
 
     @property
     def min_stages(self) -> int:
@@ -40,7 +43,7 @@ class KernelConfig:
     def math_threads(self) -> int:
         """The threads that compute the tile (and store it)."""
         if self.math == "wgmma":
-            return 128 * (self.bm // 64)
+            return 128 * ((self.bn if self.swap else self.bm) // 64)
         if self.math == "simt":
             return (self.bm // self.tm) * (self.bn // self.tn)
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
@@ -64,13 +67,18 @@ class KernelConfig:
             raise ValueError(f"split_k must be ≥ 1, got {self.split_k}")
         if self.ws and self.math != "wgmma":
             raise ValueError(f"warp specialisation (ws) needs the wgmma path, not {self.math}")
+        if self.swap and self.math != "wgmma":
+            raise ValueError(f"swapped operands (swap) need the wgmma path, not {self.math}")
         if self.math == "wgmma":
-            if self.bm not in (64, 128) or self.bn not in WGMMA_N or self.bk != 64:
-                raise ValueError(f"wgmma tile {self.bm}x{self.bn}x{self.bk}: bm must be 64 or 128 (one or two "
-                                 f"warpgroups; more spill), "
-                                 f"bn one of {WGMMA_N}, bk 64 (one 128-byte swizzle line of f16)")
-            if self.bm == 64 and self.bn == 256:   # one warpgroup: 128 accumulators plus its loads spill
-                raise ValueError("wgmma tile 64x256: 128 accumulators plus the loads spill; use 128x256")
+            # Swapped, the width is M's and short (few accumulators): up to four warpgroups of rows.
+            rows, width, counts = ("bn", "bm", (64, 128, 256)) if self.swap else ("bm", "bn", (64, 128))
+            if getattr(self, rows) not in counts or getattr(self, width) not in WGMMA_N or self.bk != 64:
+                raise ValueError(f"wgmma tile {self.bm}x{self.bn}x{self.bk}{' (swap)' if self.swap else ''}: "
+                                 f"{rows} must be one of {counts} (warpgroups of 64; more spill), "
+                                 f"{width} one of {WGMMA_N}, bk 64 (one 128-byte swizzle line of f16)")
+            if getattr(self, rows) == 64 and getattr(self, width) == 256:   # one warpgroup: 128 accumulators
+                raise ValueError(f"wgmma tile {self.bm}x{self.bn}: one warpgroup's 128 accumulators plus the "
+                                 f"loads spill; use two ({rows} 128)")
         elif self.math == "simt":
             if self.bm % self.tm or self.bn % self.tn:
                 raise ValueError(f"thread tile {self.tm}x{self.tn} does not divide {self.bm}x{self.bn}")
@@ -88,7 +96,8 @@ class KernelConfig:
         t = {"simt": f"_t{self.tm}x{self.tn}", "wgmma": ""}.get(self.math, f"_w{self.wm}x{self.wn}")
         split = f"_k{self.split_k}" if self.split_k > 1 else ""
         ws = "_ws" if self.ws else ""
-        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}"
+        swap = "_swap" if self.swap else ""
+        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}{swap}"
 
 
 def math_path(plan) -> str:
@@ -309,6 +318,12 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
                 # op on A or B, 128 x 64 (80 registers: three CTAs per SM hide the op pass's latency):
                 # leaky ReLU #9 125.8 -> 116.8 us, #10 108.9 -> 106.6, #11 105.4 -> 103.1 (#10/#11 even on
                 # another H100: the op pass is issue-bound, and its speed varies from machine to machine).
+                # A K-major A (no 64-row swizzle atoms) lets M be the instruction's width instead (swap):
+                # 72 x 128, no half-empty rows, 78 registers, three CTAs per SM. H100 (tile_sweep,
+                # 2026-11-23): #9 57.2 -> 50.4 us, #10 56.7 -> 55.8, #11 55.9 -> 44.7; with leaky ReLU on
+                # A, B and C 117.7 -> 108.2, 110.8 -> 107.7, 109.5 -> 105.0; 72 x 64 and 72 x 256 slower.
+                if not _layouts(plan, _WGMMA_128X128)[0].row_contig:
+                    return KernelConfig("wgmma", _fit(m, WGMMA_N), 128, 64, 3, swap=True)
                 return replace(_WGMMA_128X128, bn=64) if loads_have_ops(plan) else _WGMMA_128X128
             return KernelConfig(path, 96, 128, 32, 4, wm=32, wn=64)
         if scalar == 0 and 32 < m <= 64 and plan.k <= 128:

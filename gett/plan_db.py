@@ -75,8 +75,8 @@ class Entry:
             raise TypeError("an entry must be an object with a 'config' object")
         cfg = raw["config"]
         if not isinstance(cfg.get("math"), str) or any(type(cfg.get(f, 0)) is not int for f in _INT_FIELDS) \
-                or type(cfg.get("ws", False)) is not bool:
-            raise TypeError(f"config {cfg} must have a string 'math', integer sizes and a boolean 'ws'")
+                or any(type(cfg.get(f, False)) is not bool for f in ("ws", "swap")):
+            raise TypeError(f"config {cfg} must have a string 'math', integer sizes and booleans 'ws', 'swap'")
         config = KernelConfig(**cfg)   # unknown or missing fields: TypeError
         config.validate()
         gemm = raw.get("gemm")

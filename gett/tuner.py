@@ -59,7 +59,7 @@ def _closeness(cfg: KernelConfig, base: KernelConfig) -> tuple:
         shape = float(cfg.math != base.math)
     return (log2(cfg.bm, base.bm) + log2(cfg.bn, base.bn) + log2(cfg.bk, base.bk)
             + abs(cfg.stages - base.stages) + shape + log2(cfg.split_k, base.split_k)
-            + 0.5 * (cfg.ws != base.ws), cfg.key())
+            + 0.5 * (cfg.ws != base.ws) + 0.5 * (cfg.swap != base.swap), cfg.key())
 
 
 def _valid(cfg: KernelConfig) -> bool:
@@ -72,12 +72,16 @@ def _valid(cfg: KernelConfig) -> bool:
 
 def _wgmma_configs(plan, arch: str) -> list:
     """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 3 to 5 stages, with
-    and without a producer warpgroup (ws)."""
+    and without a producer warpgroup (ws); for M up to 128 also swapped ones (M the instruction's width,
+    the smallest that covers it, over 64 to 256 rows of N)."""
     if not has_wgmma(arch) or math_path(plan) != "mma16":
         return []
+    shapes = [(bm, bn, False) for bm, bn in product((64, 128), WGMMA_N)]
+    if plan.m <= 128:
+        shapes += [(next(w for w in WGMMA_N if w >= plan.m), bn, True) for bn in (64, 128, 256)]
     return [dataclasses.replace(cfg, split_k=split_k_for(plan, cfg))
-            for bm, bn, stages, ws in product((64, 128), WGMMA_N, (3, 4, 5), (False, True))
-            for cfg in [KernelConfig("wgmma", bm, bn, 64, stages, ws=ws)] if _valid(cfg)]
+            for (bm, bn, swap), stages, ws in product(shapes, (3, 4, 5), (False, True))
+            for cfg in [KernelConfig("wgmma", bm, bn, 64, stages, ws=ws, swap=swap)] if _valid(cfg)]
 
 
 def _fits(plan, arch: str, cfg: KernelConfig) -> bool:

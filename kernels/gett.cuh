@@ -456,17 +456,19 @@ struct Gett {
   // The walk in vectors of EPI_V consecutive walk positions, which are consecutive elements of C and D
   // (one offset lookup, one access each), along the fast dimension or, in a box walk, along its second
   // side. The tile's extents (and a box's second side) are multiples of EPI_V, so a vector is wholly
-  // inside or wholly outside: f(w, s) runs for each of this thread's vectors inside D.
+  // inside or wholly outside: f(w, s) runs for each of this thread's vectors inside D. The vectors
+  // need not split evenly over the threads (72 x 128 tiles of 8-element vectors over 256 threads).
   using Vector = Vec<TE, EPI_V>;   // EPI_V elements of C or D
   template <class F>
   __device__ __forceinline__ static void for_each_vector(int fast_in, int slow_in, int tid, F&& f) {
     static_assert(FAST % EPI_V == 0 && EPI_TY % EPI_V == 0, "vectors tile the walk");
-    constexpr int PER_THREAD = BM * BN / EPI_V / THREADS;
-    static_assert(BM * BN / EPI_V % THREADS == 0, "epilogue vectors must split evenly");
+    constexpr int VECTORS = BM * BN / EPI_V, PER_THREAD = (VECTORS + THREADS - 1) / THREADS;
 #pragma unroll 4
     for (int u = 0; u < PER_THREAD; ++u) {
+      const int e = tid + u * THREADS;
+      if (VECTORS % THREADS != 0 && e >= VECTORS) break;
       int w, s;
-      walk_position((tid + u * THREADS) * EPI_V, w, s);
+      walk_position(e * EPI_V, w, s);
       if (fast_coordinate(w) < fast_in && s < slow_in) f(w, s);
     }
   }

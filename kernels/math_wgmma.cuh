@@ -15,8 +15,9 @@
 namespace gett {
 
 // The wgmma operand lists, in blocks of 8 accumulators: register block b is %(8b)..%(8b + 7) and
-// accumulator block b is d[8b]..d[8b + 7]. A width N takes the first N / 16 blocks, then the two
-// descriptors and the two transpose immediates; the scale-d predicate p is set by the caller's asm.
+// accumulator block b is d[8b]..d[8b + 7]. A width N takes the first N / 16 blocks (72: four and a
+// half), then the two descriptors and the two transpose immediates; the scale-d predicate p is set by
+// the caller's asm.
 #define GETT_WGMMA_R0 "%0, %1, %2, %3, %4, %5, %6, %7"
 #define GETT_WGMMA_R1 "%8, %9, %10, %11, %12, %13, %14, %15"
 #define GETT_WGMMA_R2 "%16, %17, %18, %19, %20, %21, %22, %23"
@@ -85,6 +86,10 @@ namespace gett {
   "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " \
   GETT_WGMMA_R3 "}, %32, %33, p, 1, 1, %34, %35;\n"
 #define GETT_WGMMA_OPERANDS64 GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3
+#define GETT_WGMMA_D72 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", %32, %33, %34, %35}, %36, %37, p, 1, 1, %38, %39;\n"
+#define GETT_WGMMA_OPERANDS72 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
 #define GETT_WGMMA_D80 \
   "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 "}, %40, %41, p, 1, 1, %42, %43;\n"
 #define GETT_WGMMA_OPERANDS80 \
@@ -156,6 +161,8 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[N / 2], unsigned long l
   constexpr bool bf16 = IsBf16<T>::value;
   if constexpr (N == 64) {
     if constexpr (bf16) GETT_WGMMA_INSTR(64, "bf16"); else GETT_WGMMA_INSTR(64, "f16");
+  } else if constexpr (N == 72) {
+    if constexpr (bf16) GETT_WGMMA_INSTR(72, "bf16"); else GETT_WGMMA_INSTR(72, "f16");
   } else if constexpr (N == 80) {
     if constexpr (bf16) GETT_WGMMA_INSTR(80, "bf16"); else GETT_WGMMA_INSTR(80, "f16");
   } else if constexpr (N == 96) {
@@ -171,7 +178,7 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[N / 2], unsigned long l
   } else if constexpr (N == 240) {
     if constexpr (bf16) GETT_WGMMA_INSTR(240, "bf16"); else GETT_WGMMA_INSTR(240, "f16");
   } else {
-    static_assert(N == 256, "wgmma tiles here are 64 x {64, 80, 96, 128, 160, 192, 224, 240, 256}");
+    static_assert(N == 256, "wgmma tiles here are 64 x {64, 72, 80, 96, 128, 160, 192, 224, 240, 256}");
     if constexpr (bf16) GETT_WGMMA_INSTR(256, "bf16"); else GETT_WGMMA_INSTR(256, "f16");
   }
 }
@@ -192,14 +199,21 @@ __device__ __forceinline__ unsigned long long smem_descriptor(const void* p, uns
          (u64(1) << 62);
 }
 
-template <class T, class LoadA, class LoadB, int BM, int BN, int BK>
-struct WgmmaMath : WarpFragments<float, 16, 4, BN, 16, BN> {
-  using Base = WarpFragments<float, 16, 4, BN, 16, BN>;
+// SWAP: the warpgroups take their 64 rows from B's tile and multiply them by all of A's tile (the
+// instruction's width is BM), accumulating D's transpose; for_each hands out (m, n) all the same. A
+// short M (72) then costs no half-empty 128-row tile.
+template <class T, class LoadA, class LoadB, int BM, int BN, int BK, bool SWAP = false>
+struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : BN> {
+  static constexpr int WIDTH = SWAP ? BM : BN;   // the instruction's N
+  using Base = WarpFragments<float, 16, 4, WIDTH, 16, WIDTH>;
   using Base::acc;
+  using LoadRows = Conditional<SWAP, LoadB, LoadA>;   // the operand whose 64-row slabs the warpgroups take
+  using LoadCols = Conditional<SWAP, LoadA, LoadB>;
   // compute() only starts the MMAs (reading shared memory through the async proxy); wait() ends them
   static constexpr bool kAsyncMath = true;
   static constexpr int LINE = 128 / int(sizeof(T));   // elements per 128-byte line
-  static_assert(sizeof(T) == 2 && BM % 64 == 0 && BK % 16 == 0, "wgmma: 16-bit data, 64-row warpgroup tiles");
+  static_assert(sizeof(T) == 2 && (SWAP ? BN : BM) % 64 == 0 && BK % 16 == 0,
+                "wgmma: 16-bit data, 64-row warpgroup tiles");
   static_assert(LoadA::kSwizzle128 && LoadB::kSwizzle128, "wgmma reads the 128-byte-swizzled layout");
   static_assert(LoadA::kRowContig || BK == LINE, "K-major tiles are one 128-byte line deep");
   static_assert(LoadB::kRowContig || BK == LINE, "K-major tiles are one 128-byte line deep");
@@ -213,15 +227,25 @@ struct WgmmaMath : WarpFragments<float, 16, 4, BN, 16, BN> {
   }
 
   __device__ __forceinline__ void compute(const T* sA, const T* sB, int) {
-    const int group = threadIdx.x / 128;   // this warpgroup's 64 rows of A
-    const T* a = sA + group * 64 * (LoadA::kRowContig ? BK : LINE);
-    float (&d)[BN / 2] = reinterpret_cast<float (&)[BN / 2]>(acc[0][0][0]);
+    const int group = threadIdx.x / 128;   // this warpgroup's 64 rows
+    const T* rows = (SWAP ? sB : sA) + group * 64 * (LoadRows::kRowContig ? BK : LINE);
+    const T* cols = SWAP ? sA : sB;
+    float (&d)[WIDTH / 2] = reinterpret_cast<float (&)[WIDTH / 2]>(acc[0][0][0]);
     wgmma_fence();
 #pragma unroll
     for (int s = 0; s < BK / 16; ++s)
-      wgmma_64xNx16<T, BN, LoadA::kRowContig ? 1 : 0, LoadB::kRowContig ? 1 : 0>(
-          d, descriptor<LoadA>(a, s), descriptor<LoadB>(sB, s));
+      wgmma_64xNx16<T, WIDTH, LoadRows::kRowContig ? 1 : 0, LoadCols::kRowContig ? 1 : 0>(
+          d, descriptor<LoadRows>(rows, s), descriptor<LoadCols>(cols, s));
     wgmma_commit();
+  }
+
+  // Every accumulator as f(m, n, v), in the CTA tile's coordinates. Swapped, neighbouring accumulators
+  // are neighbouring rows of D, so there are no column pairs (gett::Gett::kPairs).
+  static constexpr bool kColumnPairs = !SWAP;
+  template <class F>
+  __device__ __forceinline__ void for_each(F&& f) const {
+    if constexpr (SWAP) Base::for_each([&](int n, int m, float v) { f(m, n, v); });
+    else Base::for_each(f);
   }
 
   // Until at most PENDING tiles' MMAs are still running in this warpgroup.

@@ -58,6 +58,10 @@ struct Identity {
 
 template <class A, class B> struct SameType { static constexpr bool value = false; };
 template <class A> struct SameType<A, A> { static constexpr bool value = true; };
+// Type selection without <type_traits> (NVRTC compiles without the standard library).
+template <bool C, class A, class B> struct Select { using type = A; };
+template <class A, class B> struct Select<false, A, B> { using type = B; };
+template <bool C, class A, class B> using Conditional = typename Select<C, A, B>::type;
 
 // Op applied to each element of a vector in the compute type Acc and rounded back to T; zeros instead
 // where !keep (out-of-range elements, since op(0) need not be 0). 16-bit floats computed in float

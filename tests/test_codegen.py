@@ -8,7 +8,7 @@ import pytest
 
 import gett
 from gett.codegen import operand_layout, render_kernel
-from gett.config import default_config, math_path
+from gett.config import KernelConfig, default_config, math_path
 from gett.kernel import build_kernel
 
 ARCHS = ("sm_80", "sm_90")
@@ -194,7 +194,6 @@ def test_wgmma_kernels_compile_for_sm90a(layout, dtype, out):
     """Every operand direction (K-major, MN-major, staged scalars) and tile of the wgmma path; without
     spills where operands move as vectors (scalar staging of 64-deep tiles spills: the heuristic never
     picks wgmma there, see the next test)."""
-    from gett.config import KernelConfig
     a, b, c = descriptors(300, 300, 300, dtype, out, layout)
     plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
     for bm, bn in WGMMA_TILES:
@@ -215,7 +214,6 @@ def test_wgmma_stages_one_operand_with_an_op_through_registers():
     both asynchronous. Where the staging spills (the 128 x 256 tile with partial K tiles here),
     build_kernel applies the op in shared memory instead; with whole tiles it keeps the staging."""
     from gett.codegen import operand_layouts
-    from gett.config import KernelConfig
     leaky = gett.ops.leaky_relu(0.01)
     a, b, c = descriptors(300, 300, 300, "f16", "f32", "k-contig")
 
@@ -246,7 +244,6 @@ def test_unknown_resources_keep_the_staged_kernel(monkeypatch):
     import dataclasses
 
     from gett import kernel as kernel_module
-    from gett.config import KernelConfig
     real = kernel_module.compile_source
     compiled = []
 
@@ -270,7 +267,6 @@ def test_warp_specialised_kernels_compile_without_spills(notation, ops):
     warp-specialised wgmma kernels: a producer warpgroup (384 threads in all), two mbarriers per stage
     after the tiles, ops applied by the producer (no operand staged through registers), no spills."""
     from gett.codegen import operand_layouts
-    from gett.config import KernelConfig
     from gett.tiling import tile_plan
     d, a_modes, b_modes = notation.split("-")
     ext = dict(zip("abcdef", (72, 72, 72, 72, 72, 72)))
@@ -293,7 +289,6 @@ def test_warp_specialised_kernels_compile_without_spills(notation, ops):
 def test_warp_specialisation_needs_asynchronous_operands():
     """A producer warpgroup only copies asynchronously: scalar-staged operands and other math paths are
     refused with the reason, not compiled into a kernel that would read garbage."""
-    from gett.config import KernelConfig
     with pytest.raises(ValueError, match="ws.*needs the wgmma path"):
         KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32, ws=True).validate()
     a, b, c = descriptors(300, 300, 300, "f16", "f32", "strided")
@@ -303,7 +298,6 @@ def test_warp_specialisation_needs_asynchronous_operands():
 
 
 def test_wgmma_configurations_are_checked():
-    from gett.config import KernelConfig
     for bad in (KernelConfig("wgmma", 96, 128, 64, 3), KernelConfig("wgmma", 128, 112, 64, 3),
                 KernelConfig("wgmma", 128, 128, 32, 3), KernelConfig("wgmma", 512, 128, 64, 3),
                 KernelConfig("wgmma", 64, 256, 64, 3), KernelConfig("wgmma", 128, 128, 64, 2)):
@@ -313,6 +307,46 @@ def test_wgmma_configurations_are_checked():
     plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
     with pytest.raises(gett.DeviceError, match="only sm_90"):
         build_kernel(plan, "sm_80", KernelConfig("wgmma", 128, 128, 64, 3))
+
+
+def test_swapped_wgmma_tiles():
+    """``swap``: B's tile gives the warpgroups their 64-row slabs and M is the instruction's width (any of
+    WGMMA_N, 72 included); the configuration is checked that way round. TCCG #11's heuristic tile
+    (72 x 128, K-major A) compiles for sm_90a without spills, its math instantiated swapped, in two
+    warpgroups of 36 accumulators a thread capped for three CTAs per SM (their 51 KB of shared memory
+    would allow four; the registers would not leave 40 beyond the accumulators); with ops on A and B
+    the cap is the one of two-warpgroup wgmma tiles with ops (two). The tuner offers swapped tiles
+    where M is at most 128, of the smallest width covering it."""
+    from gett.codegen import ctas_per_sm
+    from gett.tuner import _wgmma_configs
+    from tccg_suite.suite import select
+    swapped = KernelConfig("wgmma", 72, 256, 64, 3, swap=True)
+    swapped.validate()
+    assert swapped.math_threads == 512 and swapped.key() == "wgmma_72x256x64_s3_g8_swap"
+    for bad in (KernelConfig("wgmma", 128, 72, 64, 3, swap=True),    # 72 rows of B: not whole warpgroups
+                KernelConfig("wgmma", 112, 128, 64, 3, swap=True),   # no instruction 112 wide
+                KernelConfig("wgmma", 256, 64, 64, 3, swap=True)):   # one warpgroup of 128 accumulators
+        with pytest.raises(ValueError, match="wgmma tile"):
+            bad.validate()
+    with pytest.raises(ValueError, match="swapped operands"):
+        KernelConfig("mma16", 64, 64, 32, 3, wm=32, wn=32, swap=True).validate()
+    c = select([11])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+    cfg = default_config(plan, "sm_90")
+    assert cfg.swap and ctas_per_sm(plan, cfg) == 3
+    k = build_kernel(plan, "sm_90", cfg)
+    assert "gett::WgmmaMath<__half, LoadA, LoadB, 72, 128, 64, true>" in k.source
+    assert "__launch_bounds__(256, 3)" in k.source and k.report.registers <= 80, k.report
+    assert k.report.spill_stores == 0 and k.report.spill_loads == 0, k.report
+    leaky = gett.ops.leaky_relu(0.01)
+    fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
+                                  op_a=leaky, op_b=leaky)
+    assert default_config(fused, "sm_90") == cfg and ctas_per_sm(fused, cfg) == 2
+    tiles = {(x.bm, x.bn) for x in _wgmma_configs(plan, "sm_90") if x.swap}
+    assert tiles == {(72, 64), (72, 128), (72, 256)}
+    long_m = gett.plan_contraction(d["B"], c.modes("B"), d["A"], c.modes("A"), d["C"], c.modes("C"))   # M 373248
+    assert not any(x.swap for x in _wgmma_configs(long_m, "sm_90"))
 
 
 def test_heuristic_uses_wgmma_only_on_hopper_for_large_gemms():
@@ -339,7 +373,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     that M is boxed and 256 rows would leave 8 x 8 boxes of 72-element modes (#3, #4: 24 x 24), not
     with K = 312 (#1), 192 rows
     where D's stride-1 mode has an extent of 24 (#31), plain 128x128 where D runs are long (#33), one
-    tile row for M = 72 (#9-11), wgmma 128x128 where N or M is in the hundreds (#15-18)."""
+    tile row for M = 72 (#9-11: with A K-major, M is the wgmma instruction's width), wgmma 128x128
+    where N or M is in the hundreds (#15-18)."""
     from tccg_suite.suite import select
 
     def config(i):
@@ -355,16 +390,24 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (128, 240)   # B K-major: see test_tma
     for i in (15, 16, 17, 18):   # N or M in the hundreds: 128 x 128, 3 stages (two CTAs per SM)
         assert config(i).math == "wgmma" and (config(i).bm, config(i).bn, config(i).stages) == (128, 128, 3)
-    for i in (9, 10, 11):   # M = 72 in one tile: wgmma 128 x 128 on Hopper, else mma.sync 96 x 128
-        assert config(i).math == "wgmma" and (config(i).bm, config(i).bn, config(i).stages) == (128, 128, 3)
+    for i in (9, 10, 11):   # M = 72 in one tile: wgmma 72 (swapped) x 128 on Hopper, else mma.sync 96 x 128
+        assert config(i) == KernelConfig("wgmma", 72, 128, 64, 3, swap=True) and config(i).threads == 256
         c = select([i])[0]
         d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
         plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
         assert (default_config(plan, "sm_80").bm, default_config(plan, "sm_80").bn) == (96, 128)
-        # an op on B: 128 x 64, three CTAs per SM to hide the op pass (an op on C alone changes nothing)
+        # ops on A and B keep the swapped tile (faster with leaky ReLU too), as does an op on C alone;
+        # an M-major A (no swap: its tile would need whole 64-row atoms) keeps 128 x 128, or 128 x 64 with
+        # an op on B, three CTAs per SM to hide the op pass
         leaky = gett.ops.leaky_relu(0.01)
-        fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), op_b=leaky)
-        assert (default_config(fused, "sm_90").bm, default_config(fused, "sm_90").bn) == (128, 64)
+        fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
+                                      op_a=leaky, op_b=leaky)
+        assert default_config(fused, "sm_90") == config(i)
+        a_m = gett.TensorDescriptor(d["A"].shape, d["A"].strides[::-1], "f16")   # 72 x 72, M's stride 1
+        m_major = gett.plan_contraction(a_m, c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+        assert (default_config(m_major, "sm_90").bm, default_config(m_major, "sm_90").bn) == (128, 128)
+        m_fused = gett.plan_contraction(a_m, c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), op_b=leaky)
+        assert (default_config(m_fused, "sm_90").bm, default_config(m_fused, "sm_90").bn) == (128, 64)
         out_only = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
                                          op_c=leaky)
         assert default_config(out_only, "sm_90") == config(i)
@@ -396,7 +439,6 @@ def test_short_k_kernels_allocate_only_the_stages_they_fill():
     epilogue tile holds f16 values (half the bytes of f32 accumulators). The TU's static_assert checks
     the host's figure against the kernel's own; this checks the figure."""
     from gett.codegen import shared_bytes
-    from gett.config import KernelConfig
     from gett.tiling import tile_plan
     D = gett.TensorDescriptor
     cfg = KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32)

@@ -196,6 +196,7 @@ def test_planner_stages_a_small_operand_for_its_op():
 
 
 WGMMA_TILES = [(64, 64), (64, 128), (128, 128), (128, 160), (128, 192), (128, 224), (128, 240), (128, 256)]
+SWAPPED_TILES = [(72, 128), (80, 64), (64, 256), (192, 128)]   # (bm, bn): M is the instruction's width
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
@@ -208,21 +209,22 @@ def test_wgmma_random_contractions(dtype):
 
     @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(case=contractions(dtypes=(dtype,), out_dtypes={dtype: ("f32", dtype)}, max_elements=60000),
-           tile=st.sampled_from(WGMMA_TILES), stages=st.integers(3, 5), ws=st.booleans(),
-           seed=st.integers(0, 2**31))
+           tile=st.sampled_from([(*t, False) for t in WGMMA_TILES] + [(*t, True) for t in SWAPPED_TILES]),
+           stages=st.integers(3, 5), ws=st.booleans(), seed=st.integers(0, 2**31))
     def inner(case, tile, stages, ws, seed):
         if dtype == "bf16":   # torch views cannot have negative steps
             case.layouts = {t: (p, s, tuple(False for _ in f)) for t, (p, s, f) in case.layouts.items()}
-        config = KernelConfig("wgmma", tile[0], tile[1], 64, stages, ws=ws)
+        bm, bn, swap = tile
+        config = KernelConfig("wgmma", bm, bn, 64, stages, ws=ws, swap=swap)
         try:
             plan, got, expect = run_case(case, None, seed, config)
         except ValueError as e:
-            if "MN-major" in str(e):   # an MN-major B comes in whole 64-column swizzle atoms
-                assert tile[1] % 64
+            if "MN-major" in str(e):   # an MN-major operand comes in whole 64-row (or column) swizzle atoms
+                assert bm % 64 or bn % 64
                 assume(False)
             # a producer warpgroup copies asynchronously only: staged scalars can't
             assert ws and "warp specialisation needs both operands copied asynchronously" in str(e)
-            plan, got, expect = run_case(case, None, seed, KernelConfig("wgmma", tile[0], tile[1], 64, stages))
+            plan, got, expect = run_case(case, None, seed, KernelConfig("wgmma", bm, bn, 64, stages, swap=swap))
         assert plan.kernel().config.math == "wgmma"
         check(case, got, expect, 4e-3 if case.out_dtype == dtype else 2e-3)
     inner()
@@ -258,6 +260,37 @@ def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile, ops, stage
         b64 = np.where(b64 > 0, b64, 0.25 * b64)
     expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", a64, b64)
     got = cp.asnumpy(D)
+    assert np.all(np.isfinite(got))
+    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+    assert err < 2e-3, f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("a_modes,b_modes", [("km", "kn"), ("km", "nk"), ("mk", "kn")])
+@pytest.mark.parametrize("m,k", [(72, 72), (100, 1000)])
+@pytest.mark.parametrize("tile,stages,ws,split", [
+    ((72, 128), 3, False, 1), ((72, 64), 3, False, 1), ((80, 256), 3, False, 1), ((72, 128), 4, True, 1),
+    ((128, 128), 4, True, 3)], ids=["72x128", "72x64", "80x256", "72x128-ws", "128x128-ws-split3"])
+def test_wgmma_swapped_operands(a_modes, b_modes, m, k, tile, stages, ws, split):
+    """wgmma with B's tile as the instruction's rows and A's (M) as its width (``swap``): M of 72 and 100
+    (a partial second tile), K in one tile or many, K- or N-major B, K-major A (an M-major A needs whole
+    64-row atoms: 128), with a producer warpgroup and with K split over 3 CTAs; D's fast side is N."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma needs an sm_90 GPU")
+    from gett.config import KernelConfig
+    if a_modes == "mk" and tile[0] % 64:
+        tile = (128, tile[1])
+    rng = np.random.default_rng(15)
+    ext = {"m": m, "n": 1000, "k": k}
+    A, B = column_major_f16(rng, a_modes, ext), column_major_f16(rng, b_modes, ext)
+    D = cp.full((1000, m), np.nan, dtype=cp.float16).T   # N fast
+    C = column_major_f16(rng, "mn", ext)
+    config = KernelConfig("wgmma", *tile, 64, stages, split_k=split, ws=ws, swap=True)
+    plan = gett.plan_contraction(A, a_modes, B, b_modes, C, "mn", D=D, config=config)
+    assert plan.kernel().config == config
+    gett.contract(plan, 1.5, A, B, -0.5, C, D)
+    expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", cp.asnumpy(A).astype(np.float64),
+                             cp.asnumpy(B).astype(np.float64)) - 0.5 * cp.asnumpy(C).astype(np.float64)
+    got = cp.asnumpy(D).astype(np.float64)
     assert np.all(np.isfinite(got))
     err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
     assert err < 2e-3, f"relative error {err:.2e}"

@@ -110,6 +110,8 @@ def test_corrupt_file_is_ignored_with_a_warning(text):
     {"bm": "64"},                     # wrong type
     {"ws": 1},                        # a producer warpgroup is on or off
     {"ws": True},                     # ... and only on the wgmma path
+    {"swap": 0},                      # swapped operands are on or off
+    {"swap": True},                   # ... and only on the wgmma path
     {"colour": 3},                    # unknown field
 ])
 def test_invalid_config_is_ignored_with_a_warning(change):
