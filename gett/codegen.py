@@ -182,9 +182,11 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     accumulators = cfg.bm * cfg.bn // threads
     if cfg.math == "mma16" and accumulators <= 32 and threads <= 256:
         return 2
-    if cfg.math == "wgmma" and cfg.swap and not loads_have_ops(plan):
+    if cfg.math == "wgmma" and cfg.swap:
         # a short M's few accumulators (36 a thread at 72 x 128): as many CTAs as the shared memory
-        # holds, up to 4, leaving 40 registers a thread beyond the accumulators
+        # holds, up to 4, leaving 40 registers a thread beyond the accumulators; three for #9-11, with
+        # leaky ReLU on A, B and C too (80 registers, no spills): fused 109.1 -> 87.9 us on #9, 108.4
+        # -> 87.8 on #10, 104.9 -> 84.6 on #11 against two (H100, fusion.py A/B, two rounds)
         fit = SM_SHARED_BYTES // (shared_bytes(plan, cfg, *operand_layouts(plan, cfg)) + 1024)
         need = cfg.bm * cfg.bn // cfg.math_threads + 40
         return max(n for n in range(1, 5) if n == 1 or (n <= fit and 65536 // (threads * n) // 8 * 8 >= need))

@@ -314,8 +314,8 @@ def test_swapped_wgmma_tiles():
     WGMMA_N, 72 included); the configuration is checked that way round. TCCG #11's heuristic tile
     (72 x 128, K-major A) compiles for sm_90a without spills, its math instantiated swapped, in two
     warpgroups of 36 accumulators a thread capped for three CTAs per SM (their 51 KB of shared memory
-    would allow four; the registers would not leave 40 beyond the accumulators); with ops on A and B
-    the cap is the one of two-warpgroup wgmma tiles with ops (two). The tuner offers swapped tiles
+    would allow four; the registers would not leave 40 beyond the accumulators), with ops on A and B
+    too (their pass fits in the 80 registers without spills). The tuner offers swapped tiles
     where M is at most 128, of the smallest width covering it."""
     from gett.codegen import ctas_per_sm
     from gett.tuner import _wgmma_configs
@@ -342,7 +342,9 @@ def test_swapped_wgmma_tiles():
     leaky = gett.ops.leaky_relu(0.01)
     fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
                                   op_a=leaky, op_b=leaky)
-    assert default_config(fused, "sm_90") == cfg and ctas_per_sm(fused, cfg) == 2
+    assert default_config(fused, "sm_90") == cfg and ctas_per_sm(fused, cfg) == 3
+    k = build_kernel(fused, "sm_90", cfg)
+    assert "__launch_bounds__(256, 3)" in k.source and k.report.spill_stores == 0, k.report
     tiles = {(x.bm, x.bn) for x in _wgmma_configs(plan, "sm_90") if x.swap}
     assert tiles == {(72, 64), (72, 128), (72, 256)}
     long_m = gett.plan_contraction(d["B"], c.modes("B"), d["A"], c.modes("A"), d["C"], c.modes("C"))   # M 373248
