@@ -243,6 +243,11 @@ struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : B
   // are neighbouring rows of D, so there are no column pairs (gett::Gett::kPairs).
   static constexpr bool kColumnPairs = !SWAP;
   template <class F>
+  __device__ __forceinline__ void for_each_pair(F&& f) const {
+    static_assert(!SWAP, "swapped accumulators hold no column pairs");
+    Base::for_each_pair(f);
+  }
+  template <class F>
   __device__ __forceinline__ void for_each(F&& f) const {
     if constexpr (SWAP) Base::for_each([&](int n, int m, float v) { f(m, n, v); });
     else Base::for_each(f);
