@@ -223,7 +223,10 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       #13's 128 x 128 s3 k30 stays its best); any other split-K producer tile keeps 3 stages, the deep
       pipeline having been for the producer (tile_sweep --leaky, session 13: #19 ``abc-adec-ebd``
       128 x 80 k6 s6 55.3 us, s4 51.7, s3 43.2; #13 ``ab-acd-dbc`` 128 x 160 k44 s4 98.4, s3 91.2; but
-      the unsplit 128 x 256 of #12/#20 s4 600.9/576.7 against s3 611.4/591.3, so those keep theirs);
+      the unsplit 128 x 256 of #12/#20 s4 600.9/576.7 against s3 611.4/591.3, so those keep theirs); a
+      split-K producer tile of 64 rows, whose one math warpgroup would apply the op alone, becomes
+      128 x 128 with 3 stages, split by split_k_for (#14, 2026-11-23: 64 x 160 s3 k26 158.0 us, 128 x 160
+      s3 k26 157.8, 128 x 128 s3 k26 150.0, 128 x 128 s3 k29 144.0);
     - mma.sync tiles 64 deep become 32 deep where that pads K less, and 256 rows become 128, a kernel
       that needs no cap on its registers for two CTAs per SM (codegen.ctas_per_sm), which the op pass
       took into spills; where K then fits the stages, one more stage, which costs no shared memory
@@ -234,6 +237,9 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       128 x 32 x 32 s3 62.5, s4 57.8."""
     if cfg.ws and cfg.split_k > 1 and cfg.bn == 256:
         return replace(cfg, ws=False, bn=128, stages=max(cfg.stages, 4))
+    if cfg.ws and cfg.split_k > 1 and cfg.bm == 64:
+        square = replace(cfg, ws=False, bm=128, bn=128, stages=3, split_k=1)
+        return replace(square, split_k=split_k_for(plan, square))
     if cfg.ws and cfg.split_k > 1:
         return replace(cfg, ws=False, stages=3)
     if cfg.math == "mma16":

@@ -9,13 +9,14 @@ import subprocess
 import sys
 import textwrap
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import gett
 from gett import plan_db, tuner
-from gett.config import KernelConfig, default_config
+from gett.config import KernelConfig, default_config, split_k_for
 from gett.kernel import build_kernel
 
 ARCH = "sm_90"
@@ -205,6 +206,10 @@ def test_plan_with_ops_falls_back_to_the_entry_without_them():
     # any other split-K producer tile keeps 3 stages (#13, #19); an unsplit one keeps its depth (above)
     plan_db.record(plain, ARCH, KernelConfig("wgmma", 128, 80, 64, 6, split_k=6, ws=True), 1.0)
     assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == KernelConfig("wgmma", 128, 80, 64, 3, split_k=6)
+    # ... except one of 64 rows (one math warpgroup): 128 x 128, 3 stages, split as the heuristic splits it
+    plan_db.record(plain, ARCH, KernelConfig("wgmma", 64, 160, 64, 3, split_k=6, ws=True), 1.0)
+    square = KernelConfig("wgmma", 128, 128, 64, 3)
+    assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == replace(square, split_k=split_k_for(plain, square))
 
 
 @pytest.mark.parametrize("k, adapted", [
