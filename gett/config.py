@@ -327,7 +327,8 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
                 # A K-major A (no 64-row swizzle atoms) lets M be the instruction's width instead (swap):
                 # 72 x 128, no half-empty rows, 78 registers, three CTAs per SM. H100 (tile_sweep,
                 # 2026-11-23): #9 57.2 -> 50.4 us, #10 56.7 -> 55.8, #11 55.9 -> 44.7; with leaky ReLU on
-                # A, B and C 117.7 -> 108.2, 110.8 -> 107.7, 109.5 -> 105.0; 72 x 64 and 72 x 256 slower.
+                # A, B and C 117.7 -> 108.2, 110.8 -> 107.7, 109.5 -> 105.0 at two CTAs per SM, 87.9, 87.8,
+                # 84.6 at three (codegen.ctas_per_sm); 72 x 64 and 72 x 256 slower.
                 if not _layouts(plan, _WGMMA_128X128)[0].row_contig:
                     return KernelConfig("wgmma", _fit(m, WGMMA_N), 128, 64, 3, swap=True)
                 return replace(_WGMMA_128X128, bn=64) if loads_have_ops(plan) else _WGMMA_128X128
