@@ -114,7 +114,7 @@ def math_path(plan) -> str:
     return "simt"
 
 
-def _fit(extent: int, choices) -> int:
+def fit_tile(extent: int, choices) -> int:
     """Smallest tile from ``choices`` (ascending) that covers ``extent``, else the largest."""
     for c in choices:
         if extent <= c:
@@ -309,7 +309,7 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
         if cfg is not None:
             return cfg
     if path == "mma16":
-        bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
+        bm, bn = fit_tile(m, (32, 64, 128)), fit_tile(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32
         cfg = KernelConfig(path, bm, bn, 32, 3, wm=wm, wn=32)
         scalar = _scalar_staging(plan, cfg)
@@ -330,23 +330,23 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
                 # A, B and C 117.7 -> 108.2, 110.8 -> 107.7, 109.5 -> 105.0 at two CTAs per SM, 87.9, 87.8,
                 # 84.6 at three (codegen.ctas_per_sm); 72 x 64 and 72 x 256 slower.
                 if not _layouts(plan, _WGMMA_128X128)[0].row_contig:
-                    return KernelConfig("wgmma", _fit(m, WGMMA_N), 128, 64, 3, swap=True)
+                    return KernelConfig("wgmma", fit_tile(m, WGMMA_N), 128, 64, 3, swap=True)
                 return replace(_WGMMA_128X128, bn=64) if loads_have_ops(plan) else _WGMMA_128X128
             return KernelConfig(path, 96, 128, 32, 4, wm=32, wn=64)
         if scalar == 0 and 32 < m <= 64 and plan.k <= 128:
             return KernelConfig(path, 64, 64, 32, 4, wm=32, wn=32)   # short M and K: +40% on #9 (M = 72 then)
         return _memory_bound_tile(plan, cfg)
     if path in ("tf32", "3xtf32"):
-        bm, bn = _fit(m, (32, 64, 128)), _fit(n, (32, 64, 128))
+        bm, bn = fit_tile(m, (32, 64, 128)), fit_tile(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32
         return KernelConfig(path, bm, bn, 16, 4, wm=wm, wn=32)
     if path == "f64mma":
-        bm, bn = _fit(m, (32, 64)), _fit(n, (32, 64))
+        bm, bn = fit_tile(m, (32, 64)), fit_tile(n, (32, 64))
         return KernelConfig(path, bm, bn, 16, 3, wm=32, wn=32)
     itemsize = plan.compute_type.accumulator.itemsize
     bk = 4 if itemsize >= 16 else 16   # complex128: a deeper k step spills under ptxas 13
     stages = 3
-    bm, bn = _fit(m, (32, 64)), _fit(n, (32, 64))
+    bm, bn = fit_tile(m, (32, 64)), fit_tile(n, (32, 64))
     if itemsize == 4:
         # 4-byte types (f32, i32): 128 rows or columns, 8 a thread, for more multiply-adds per shared-memory
         # read; both for large GEMMs with a long K, else on the longer side only. H100, f32 exact
@@ -356,7 +356,7 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
         if m >= 1024 and n >= 1024 and plan.k >= 256:
             bm, bn = 128, 128
         elif m >= n:
-            bm = _fit(m, (32, 64, 128))
+            bm = fit_tile(m, (32, 64, 128))
         else:
-            bn = _fit(n, (32, 64, 128))
+            bn = fit_tile(n, (32, 64, 128))
     return KernelConfig("simt", bm, bn, bk, stages, tm=bm // 16, tn=bn // 16)

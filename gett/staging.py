@@ -106,10 +106,10 @@ def target_orders(plan) -> dict:
     240 columns (an N-major tile takes whole 64-column swizzle atoms, config._wide_tile)."""
     d = _strides(plan, "D")
     group_of, fast_b = plan.analysis.group_of, _fast_mode(plan, "B")
-    k_major_b = (fast_b is not None and group_of[fast_b] == "K") or \
-        (math_path(plan) == "mma16" and not _memory_bound(plan))
+    b_along_k = fast_b is not None and group_of[fast_b] == "K"
+    k_major_b = b_along_k or (math_path(plan) == "mma16" and not _memory_bound(plan))
     s = {t: _strides(plan, t) for t in "AB"}
-    by_k = "B" if fast_b is not None and group_of[fast_b] == "K" else "A"
+    by_k = "B" if b_along_k else "A"
     other = "A" if by_k == "B" else "B"
 
     def k_key(m):

@@ -21,7 +21,8 @@ from itertools import product
 import numpy as np
 
 from . import plan_db
-from .config import TARGET_CTAS, WGMMA_N, KernelConfig, default_config, has_wgmma, math_path, split_k_for
+from .config import (TARGET_CTAS, WGMMA_N, KernelConfig, default_config, fit_tile, has_wgmma, math_path,
+                     split_k_for)
 from .errors import DeviceError
 
 __all__ = ["DEFAULT_BUDGET", "autotune", "candidate_configs", "tune"]
@@ -78,7 +79,7 @@ def _wgmma_configs(plan, arch: str) -> list:
         return []
     shapes = [(bm, bn, False) for bm, bn in product((64, 128), WGMMA_N)]
     if plan.m <= 128:
-        shapes += [(next(w for w in WGMMA_N if w >= plan.m), bn, True) for bn in (64, 128, 256)]
+        shapes += [(fit_tile(plan.m, WGMMA_N), bn, True) for bn in (64, 128, 256)]
     return [dataclasses.replace(cfg, split_k=split_k_for(plan, cfg))
             for (bm, bn, swap), stages, ws in product(shapes, (3, 4, 5), (False, True))
             for cfg in [KernelConfig("wgmma", bm, bn, 64, stages, ws=ws, swap=swap)] if _valid(cfg)]

@@ -159,28 +159,23 @@ template <> struct IsBf16<__nv_bfloat16> { static constexpr bool value = true; }
 template <class T, int N, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_64xNx16(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
   constexpr bool bf16 = IsBf16<T>::value;
-  if constexpr (N == 64) {
-    if constexpr (bf16) GETT_WGMMA_INSTR(64, "bf16"); else GETT_WGMMA_INSTR(64, "f16");
-  } else if constexpr (N == 72) {
-    if constexpr (bf16) GETT_WGMMA_INSTR(72, "bf16"); else GETT_WGMMA_INSTR(72, "f16");
-  } else if constexpr (N == 80) {
-    if constexpr (bf16) GETT_WGMMA_INSTR(80, "bf16"); else GETT_WGMMA_INSTR(80, "f16");
-  } else if constexpr (N == 96) {
-    if constexpr (bf16) GETT_WGMMA_INSTR(96, "bf16"); else GETT_WGMMA_INSTR(96, "f16");
-  } else if constexpr (N == 128) {
-    if constexpr (bf16) GETT_WGMMA_INSTR(128, "bf16"); else GETT_WGMMA_INSTR(128, "f16");
-  } else if constexpr (N == 160) {
-    if constexpr (bf16) GETT_WGMMA_INSTR(160, "bf16"); else GETT_WGMMA_INSTR(160, "f16");
-  } else if constexpr (N == 192) {
-    if constexpr (bf16) GETT_WGMMA_INSTR(192, "bf16"); else GETT_WGMMA_INSTR(192, "f16");
-  } else if constexpr (N == 224) {
-    if constexpr (bf16) GETT_WGMMA_INSTR(224, "bf16"); else GETT_WGMMA_INSTR(224, "f16");
-  } else if constexpr (N == 240) {
-    if constexpr (bf16) GETT_WGMMA_INSTR(240, "bf16"); else GETT_WGMMA_INSTR(240, "f16");
-  } else {
+  // one width's instruction for either 16-bit type (the asm string needs the width as a literal)
+#define GETT_WGMMA_TYPED(W) \
+  if constexpr (bf16) GETT_WGMMA_INSTR(W, "bf16"); else GETT_WGMMA_INSTR(W, "f16")
+  if constexpr (N == 64) { GETT_WGMMA_TYPED(64); }
+  else if constexpr (N == 72) { GETT_WGMMA_TYPED(72); }
+  else if constexpr (N == 80) { GETT_WGMMA_TYPED(80); }
+  else if constexpr (N == 96) { GETT_WGMMA_TYPED(96); }
+  else if constexpr (N == 128) { GETT_WGMMA_TYPED(128); }
+  else if constexpr (N == 160) { GETT_WGMMA_TYPED(160); }
+  else if constexpr (N == 192) { GETT_WGMMA_TYPED(192); }
+  else if constexpr (N == 224) { GETT_WGMMA_TYPED(224); }
+  else if constexpr (N == 240) { GETT_WGMMA_TYPED(240); }
+  else {
     static_assert(N == 256, "wgmma tiles here are 64 x {64, 72, 80, 96, 128, 160, 192, 224, 240, 256}");
-    if constexpr (bf16) GETT_WGMMA_INSTR(256, "bf16"); else GETT_WGMMA_INSTR(256, "f16");
+    GETT_WGMMA_TYPED(256);
   }
+#undef GETT_WGMMA_TYPED
 }
 #undef GETT_WGMMA_INSTR
 
