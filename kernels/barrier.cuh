@@ -38,4 +38,11 @@ __device__ __forceinline__ void named_barrier_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
 }
 
+// Counts this warp's threads toward barrier ID without waiting (the others wait in named_barrier_sync).
+template <int ID, int THREADS>
+__device__ __forceinline__ void named_barrier_arrive() {
+  static_assert(ID > 0 && ID < 16 && THREADS % 32 == 0, "named barriers 1-15, whole warps");
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
+}
+
 }  // namespace gett

@@ -21,6 +21,9 @@ __device__ __forceinline__ void cp_async(void* smem, const void* gmem, bool vali
   }
 }
 
+// Starts moving the line holding `gmem` into L2, for a later read to find it there.
+__device__ __forceinline__ void prefetch_l2(const void* gmem) { asm volatile("prefetch.L2 [%0];\n" ::"l"(gmem)); }
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int PENDING>

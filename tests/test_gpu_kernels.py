@@ -334,6 +334,34 @@ def test_tma_loads_every_operand_direction(a_modes, b_modes, tile, split):
         assert err < 2e-3, f"relative error {err:.2e}"
 
 
+@pytest.mark.parametrize("c_layout", ["like D", "transposed", "in place"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_warp_specialised_kernels_read_c(c_layout, batch):
+    """beta != 0 in warp-specialised kernels, whose producer warpgroup asks L2 for C's part of the tile
+    once its loads are out: through the TMA (one batch) or cp.async (three batches), C laid out like D,
+    transposed (its own offsets) or D itself, M (296) and N (272) past the last tile."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
+    from gett.config import KernelConfig
+    rng = np.random.default_rng(23)
+    shape = {"l": batch, "m": 296, "n": 272, "k": 1000}
+    A = cp.asarray(random_values(rng, batch * 296 * 1000, "f16").reshape(batch, 296, 1000).astype(np.float16))
+    B = cp.asarray(random_values(rng, batch * 1000 * 272, "f16").reshape(batch, 1000, 272).astype(np.float16))
+    c = random_values(rng, batch * 296 * 272, "f16").reshape(batch, 296, 272).astype(np.float16)
+    C = cp.asarray(c) if c_layout != "transposed" else cp.asarray(c.transpose(0, 2, 1).copy()).transpose(0, 2, 1)
+    D = C if c_layout == "in place" else cp.full((batch, 296, 272), np.nan, dtype=cp.float16)
+    config = KernelConfig("wgmma", 128, 256 if batch == 1 else 128, 64, 4, ws=True)
+    plan = gett.plan_contraction(A, "lmk", B, "lkn", C, "lmn", D=D, beta=0.5, config=config)
+    assert plan.kernel().config == config and (plan.kernel().tma is not None) == (batch == 1), shape
+    gett.contract(plan, 1.5, A, B, 0.5, C, D)
+    expect = 1.5 * np.einsum("lmk,lkn->lmn", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
+    expect += 0.5 * c.astype(np.float64)
+    got = cp.asnumpy(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+    assert err < 2e-3, f"relative error {err:.2e}"
+
+
 def test_tma_loads_staged_operands():
     """TCCG #20's pattern at a small size, both operands staged into dense copies that the TMA loads."""
     if cp.cuda.Device().compute_capability != "90":
