@@ -127,20 +127,22 @@ struct Gett {
       }
       __syncthreads();   // the last CTA-wide barrier: the producer leaves after its loads
       if (tid >= THREADS) {
-        // with beta != 0, C's part of the tile goes to L2 once the loads are out (see prefetch_c)
-        const bool prefetch = SPLIT == 1 && !(beta == zero<Acc>());
-        if constexpr (TMA) {   // one thread loads; the other producer warps wait for it to prefetch
-          if (tid < THREADS + 32) {
-            if (tid == THREADS) produce_tma(map_a, map_b, int(m0), int(n0), k_first, k_tiles, full, empty);
-            __syncwarp();   // bar counts whole warps
-            if (prefetch) named_barrier_arrive<2, PRODUCER_THREADS>();
-          } else if (prefetch) {
-            named_barrier_sync<2, PRODUCER_THREADS>();
-          }
+        if constexpr (TMA) {
+          if (tid == THREADS) produce_tma(map_a, map_b, int(m0), int(n0), k_first, k_tiles, full, empty);
         } else {
           produce(A, B, m0, n0, k_first, k_tiles, tid - THREADS, full, empty);
         }
-        if (prefetch) prefetch_c(C, m0, n0, tid - THREADS);
+        if (SPLIT == 1 && !(beta == zero<Acc>())) {   // C's part of the tile to L2 once the loads are out
+          if constexpr (TMA) {   // the other producer warps wait for the loading thread's warp
+            if (tid < THREADS + 32) {
+              __syncwarp();   // bar counts whole warps
+              named_barrier_arrive<2, PRODUCER_THREADS>();
+            } else {
+              named_barrier_sync<2, PRODUCER_THREADS>();
+            }
+          }
+          prefetch_c(C, m0, n0, tid - THREADS);
+        }
         return;
       }
       math.init(tid);
