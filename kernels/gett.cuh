@@ -310,9 +310,9 @@ struct Gett {
 
   // With beta != 0, the producer warpgroup, done with its loads (STAGES - 1 tiles before the math
   // warps are done with theirs), asks L2 for C's part of the tile, so the epilogue's reads of C find it
-  // there instead of waiting on DRAM a few vectors at a time: #12 ``ab-ac-cb`` with beta = 1 499 -> 474
-  // us, #20-30 -4%; asking 4, 8 or 16 tiles earlier measured slower (482, 485, 495 us; H100). One request
-  // a vector of the epilogue's walk.
+  // there instead of waiting on DRAM a few vectors at a time: #12 ``ab-ac-cb`` with beta = 1 499 -> 478
+  // us, #20-30 -4%; asking 4, 8 or 16 tiles earlier measured slower (482, 485, 495 us against 474 in one
+  // run; H100). One request a vector of the epilogue's walk.
   __device__ __forceinline__ static void prefetch_c(const typename P::TC* __restrict__ C, long long m0, long long n0,
                                                     int ptid) {
     const long long fast0 = D_M_FAST ? m0 : n0, slow0 = D_M_FAST ? n0 : m0;

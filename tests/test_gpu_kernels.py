@@ -344,7 +344,6 @@ def test_warp_specialised_kernels_read_c(c_layout, batch):
         pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
     from gett.config import KernelConfig
     rng = np.random.default_rng(23)
-    shape = {"l": batch, "m": 296, "n": 272, "k": 1000}
     A = cp.asarray(random_values(rng, batch * 296 * 1000, "f16").reshape(batch, 296, 1000).astype(np.float16))
     B = cp.asarray(random_values(rng, batch * 1000 * 272, "f16").reshape(batch, 1000, 272).astype(np.float16))
     c = random_values(rng, batch * 296 * 272, "f16").reshape(batch, 296, 272).astype(np.float16)
@@ -352,7 +351,7 @@ def test_warp_specialised_kernels_read_c(c_layout, batch):
     D = C if c_layout == "in place" else cp.full((batch, 296, 272), np.nan, dtype=cp.float16)
     config = KernelConfig("wgmma", 128, 256 if batch == 1 else 128, 64, 4, ws=True)
     plan = gett.plan_contraction(A, "lmk", B, "lkn", C, "lmn", D=D, beta=0.5, config=config)
-    assert plan.kernel().config == config and (plan.kernel().tma is not None) == (batch == 1), shape
+    assert plan.kernel().config == config and (plan.kernel().tma is not None) == (batch == 1)
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
     expect = 1.5 * np.einsum("lmk,lkn->lmn", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
     expect += 0.5 * c.astype(np.float64)
