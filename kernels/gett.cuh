@@ -316,16 +316,11 @@ struct Gett {
   __device__ __forceinline__ static void prefetch_c(const typename P::TC* __restrict__ C, long long m0, long long n0,
                                                     int ptid) {
     const long long fast0 = D_M_FAST ? m0 : n0, slow0 = D_M_FAST ? n0 : m0;
-    const long long fast_extent = D_M_FAST ? P::M : P::N, slow_extent = D_M_FAST ? P::N : P::M;
-    constexpr int VECTORS = BM * BN / EPI_V;
-    for (int e = ptid; e < VECTORS; e += PRODUCER_THREADS) {
-      int w, s;
-      walk_position(e * EPI_V, w, s);
+    for_each_vector<PRODUCER_THREADS>(fast_inside(fast0), slow_inside(slow0), ptid, [&](int w, int s) {
       const long long f = fast0 + fast_coordinate(w), r = slow0 + s;
-      if (f >= fast_extent || r >= slow_extent) continue;
       const long long m = D_M_FAST ? f : r, n = D_M_FAST ? r : f;
       prefetch_l2(C + (P::CM::offset(typename P::IndexM(m)) + P::CN::offset(typename P::IndexN(n))));
-    }
+    });
   }
 
   // TMA: one thread waits for a free stage, announces the stage's bytes on its full barrier and
@@ -420,8 +415,7 @@ struct Gett {
       if (i < slow_extent) offsets(!D_M_FAST, i, slow_c[s], slow_d[s]);
     }
     // Box walks: a box lies wholly inside or outside the tile's rows (the planner's boxes tile M and N).
-    const int fast_in = int(fast_extent - fast0 < FAST ? fast_extent - fast0 : FAST);
-    const int slow_in = int(slow_extent - slow0 < SLOW ? slow_extent - slow0 : SLOW);
+    const int fast_in = fast_inside(fast0), slow_in = slow_inside(slow0);
     if (read_c) {
       sync_math_threads();   // the offsets are in place
       for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
@@ -484,20 +478,31 @@ struct Gett {
     }
   }
 
+  // How much of the tile, from its first fast (slow) coordinate on, lies inside D.
+  __device__ __forceinline__ static int fast_inside(long long fast0) {
+    const long long left = (D_M_FAST ? P::M : P::N) - fast0;
+    return int(left < FAST ? left : FAST);
+  }
+  __device__ __forceinline__ static int slow_inside(long long slow0) {
+    const long long left = (D_M_FAST ? P::N : P::M) - slow0;
+    return int(left < SLOW ? left : SLOW);
+  }
+
   // The walk in vectors of EPI_V consecutive walk positions, which are consecutive elements of C and D
   // (one offset lookup, one access each), along the fast dimension or, in a box walk, along its second
   // side. The tile's extents (and a box's second side) are multiples of EPI_V, so a vector is wholly
   // inside or wholly outside: f(w, s) runs for each of this thread's vectors inside D. The vectors
   // need not split evenly over the threads (72 x 128 tiles of 8-element vectors over 256 threads).
   using Vector = Vec<TE, EPI_V>;   // EPI_V elements of C or D
-  template <class F>
+  // (COUNT threads share the walk: the math threads, or the producer warpgroup prefetching C.)
+  template <int COUNT = THREADS, class F>
   __device__ __forceinline__ static void for_each_vector(int fast_in, int slow_in, int tid, F&& f) {
     static_assert(FAST % EPI_V == 0 && EPI_TY % EPI_V == 0, "vectors tile the walk");
-    constexpr int VECTORS = BM * BN / EPI_V, PER_THREAD = (VECTORS + THREADS - 1) / THREADS;
+    constexpr int VECTORS = BM * BN / EPI_V, PER_THREAD = (VECTORS + COUNT - 1) / COUNT;
 #pragma unroll 4
     for (int u = 0; u < PER_THREAD; ++u) {
-      const int e = tid + u * THREADS;
-      if (VECTORS % THREADS != 0 && e >= VECTORS) break;
+      const int e = tid + u * COUNT;
+      if (VECTORS % COUNT != 0 && e >= VECTORS) break;
       int w, s;
       walk_position(e * EPI_V, w, s);
       if (fast_coordinate(w) < fast_in && s < slow_in) f(w, s);
