@@ -359,4 +359,42 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
             bm = fit_tile(m, (32, 64, 128))
         else:
             bn = fit_tile(n, (32, 64, 128))
-    return KernelConfig("simt", bm, bn, bk, stages, tm=bm // 16, tn=bn // 16)
+    cfg = KernelConfig("simt", bm, bn, bk, stages, tm=bm // 16, tn=bn // 16)
+    return _memory_bound_simt_tile(plan, cfg) if plan.descriptors["A"].dtype.itemsize == 4 else cfg
+
+
+def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
+    """SIMT tiles for the memory-bound shapes of the TCCG suite with 4-byte data, where a power-of-two tile
+    wastes work or cuts D's runs. H100, f32 exact (benchmarks/tile_sweep.py --dtype f32, 2026-11-23), against
+    the tile above:
+    - N ≤ 32, a long M and K ≤ 128: 256 rows, 16 a thread, 8 deep, 4 stages (boxes of 16 x 16 in M):
+      #6 487 -> 302 us, #7 561 -> 380, #3 106 -> 95; not #1 (K = 312: 85.5 -> 94.6).
+    - M (or N) of 65 to 96 against a long other side: one tile row of M rounded up to 8, 8 rows a
+      thread, instead of 64 + a few rows in a second tile: #9 199 -> 146 us, #10 180 -> 133, #11 177 -> 131.
+    - K ≤ 32 with D's stride-1 extent like 24 or 384 (not a power of two; dividing 192 or divided by
+      it): 192 along N where A is K-major (else along M where B is, else along the longer side), 12 a
+      thread, 64 the other way: whole runs of D in a tile. All of K in one stage (2 stages), except
+      across D's runs of 384 (8 deep there). #31-39 (B K-major, 192 x 64): #31 131.5 -> 111.1 us
+      (120.3 8 deep), #32 114.3 -> 105.5 (110.1), #34 149.1 -> 113.2 (122.4), #33 110.8 -> 92.0 (99.1
+      24 deep), #36 97.6 -> 91.9 (100.2); #40-48 (A K-major, 64 x 192; 192 x 64 8 deep: 120-164):
+      #40 117 -> 100.3 (111.9 8 deep), #42 144.2 -> 112.8 (122.2), #45 140 -> 109.1 (115.5), #41, #44,
+      #47 130-134 -> 112-114 (135 8 deep; 104-105 with 192 x 64 24 deep)."""
+    m, n = plan.m, plan.n
+    if n <= 32 and m >= 65536 and plan.k <= 128:
+        return replace(cfg, bm=256, bn=32, bk=8, stages=4, tm=16, tn=2)
+    if 64 < m <= 96 and n >= 4096:
+        bm = -(-m // 8) * 8
+        return replace(cfg, bm=bm, bn=128, bk=8, tm=bm // 8, tn=8)
+    if 64 < n <= 96 and m >= 4096:
+        bn = -(-n // 8) * 8
+        return replace(cfg, bm=128, bn=bn, bk=8, tm=8, tn=bn // 8)
+    table = plan.tables["M" if plan.tables["M"].strides_of("D")[:1] == (1,) else "N"]
+    run = table.extents[0] if table.extents else 0
+    if plan.k <= 32 and min(m, n) >= 192 and run & (run - 1) and (192 % run == 0 or run % 192 == 0):
+        a, b = _layouts(plan, cfg)
+        whole_k = dict(bk=-(-plan.k // 8) * 8, stages=2)   # all of K in one stage (measured, see above)
+        # not across a K-major operand: its 12 rows a thread are 12 strided shared-memory reads a K step
+        if not a.row_contig or (b.row_contig and n > m):
+            return replace(cfg, bm=64, bn=192, tm=4, tn=12, **whole_k)
+        return replace(cfg, bm=192, bn=64, tm=12, tn=4, **(whole_k if 192 % run == 0 else dict(bk=8)))
+    return cfg

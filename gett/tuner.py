@@ -102,14 +102,15 @@ TALL_ROWS = (256, 288, 384, 576)   # rows of the tall memory-bound mma.sync tile
 
 def candidate_configs(plan, arch: str) -> list:
     """The heuristic's configuration first, then up to MAX_CANDIDATES - 1 others nearest it: on sm_90 the
-    wgmma tiles (16-bit data); around the heuristic's mma.sync/SIMT choice, tile sizes up to the one
-    covering each GEMM extent, 1 to 8 warps (or 64/256 SIMT threads), half/double the K depth, one stage
+    wgmma tiles (16-bit data); around the heuristic's mma.sync/SIMT choice, its own tile size and those up to
+    the one covering each GEMM extent, 1 to 8 warps (or 64/256 SIMT threads), half/double the K depth, one stage
     fewer or more, split-K by the heuristic's rule, and split-K of 1 to 32 for that tile when the output
     tiles are too few to fill the GPU. All pass validate() and fit ``arch``'s shared memory."""
     base = default_config(plan, arch)
     sync = default_config(plan)   # the centre of the mma.sync / SIMT neighbourhood
     grid = set(_wgmma_configs(plan, arch)) | {sync}
-    for bm, bn in product(_tile_sizes(plan.m, sync.math), _tile_sizes(plan.n, sync.math)):
+    sizes = {(sync.bm, sync.bn), *product(_tile_sizes(plan.m, sync.math), _tile_sizes(plan.n, sync.math))}
+    for bm, bn in sizes:
         for bk, stages in product((sync.bk // 2, sync.bk, sync.bk * 2), (sync.stages - 1, sync.stages,
                                                                         sync.stages + 1)):
             for shape in _thread_shapes(sync.math, bm, bn):

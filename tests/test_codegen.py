@@ -415,6 +415,35 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
         assert default_config(out_only, "sm_90") == config(i)
 
 
+def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
+    """Measured choices for f32 data (tile_sweep --dtype f32, config._memory_bound_simt_tile): 256 x 32 for
+    N = 24 with a long M and short K (#3-8), not for K = 312 (#1); one 72-row tile for M = 72 (#9-11)
+    and one 72-column tile for N = 72 (#19); 192 x 64 for K = 24 where D's stride-1 mode has 24 or 384
+    elements and B is K-major (#31-39), 64 x 192 where A is (#40-48); GEMMs keep 128 x 128 (#12)."""
+    from tccg_suite.suite import select
+
+    def config(i):
+        c = select([i])[0]
+        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
+        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+        cfg = default_config(plan, "sm_90")
+        return cfg.bm, cfg.bn, cfg.tm, cfg.tn
+    for i in range(3, 9):
+        assert config(i) == (256, 32, 16, 2)
+    assert config(1)[:2] == (128, 32)
+    assert [config(i) for i in (9, 10, 11, 19)] == [(72, 128, 9, 8)] * 3 + [(128, 72, 8, 9)]
+    assert {config(i) for i in range(31, 40)} == {(192, 64, 12, 4)}
+    assert {config(i) for i in range(40, 49)} == {(64, 192, 4, 12)}
+    assert config(12)[:2] == (128, 128)
+    # a max-plus semiring takes the SIMT path for 16-bit data too, but these rules are for 4-byte data
+    a, b, c = descriptors(80, 8192, 64, "f16", "f32", "k-contig")
+    f16 = gett.plan_contraction(a, "mk", b, "kn", c, "mn", op_ab=lambda x, y: x + y, reduce=(max, -np.inf))
+    assert default_config(f16).math == "simt" and default_config(f16).bm == 64
+    a, b, c = descriptors(80, 8192, 64, "f32", "f32", "k-contig")
+    f32 = gett.plan_contraction(a, "mk", b, "kn", c, "mn", op_ab=lambda x, y: x + y, reduce=(max, -np.inf))
+    assert (default_config(f32).bm, default_config(f32).tm) == (80, 10)
+
+
 def test_epilogue_moves_vectors_where_c_and_d_are_contiguous():
     """A plain walk along D's stride-1 mode stores 16 bytes at a time; a C laid out differently (or an
     odd extent) keeps it to what both allow."""

@@ -470,6 +470,46 @@ def test_epilogue_box_walk(out, c_layout):
     check_epilogue(plan, "dbea,ec->abcd", A, B, C, D)
 
 
+# The f32 SIMT tiles of config._memory_bound_simt_tile, on smaller TCCG patterns with partial tiles:
+# (subscripts, extents of a..g, tile bm x bn x bk, stages, thread tile, split-K)
+SIMT_TILES = [
+    ("ea,ebcd->abcd", (70, 9, 5, 7, 37), (72, 128, 8), 3, (9, 8), 1),         # #9: M = 70 in one 72-row tile
+    ("adec,ebd->abc", (33, 70, 9, 50, 41), (128, 72, 8), 3, (8, 9), 4),      # #19: N = 70, split K
+    ("dega,gfbc->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 24), 2, (12, 4), 1),  # #31: crossing walk
+    ("gdbc,efga->abcdef", (24, 16, 4, 5, 3, 5, 24), (64, 192, 24), 2, (4, 12), 1),  # #42: the transpose
+    ("degc,gfab->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 8), 3, (12, 4), 1),   # #33: 8 deep
+    ("efbad,cf->abcde", (48, 5, 24, 7, 48, 32), (256, 32, 8), 4, (16, 2), 1),       # #6: 16 x 16 M boxes
+]
+
+
+@pytest.mark.parametrize("subscripts,extents,tile,stages,thread,split", SIMT_TILES, ids=[t[0] for t in SIMT_TILES])
+def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, split):
+    """f32 data, exact f32: the SIMT tiles the heuristic picks for the memory-bound TCCG shapes (thread
+    tiles of 9, 12 and 16 rows or columns, 192-wide tiles holding runs of 24) with partial tiles, beta
+    and a NaN-poisoned D, against numpy in float64."""
+    ext = dict(zip("abcdefg", extents))
+    rng = np.random.default_rng(18)
+    inputs, out = subscripts.split("->")
+
+    def tensor(modes):
+        shape = [ext[x] for x in modes]
+        x = random_values(rng, int(np.prod(shape)), "f32").reshape(shape[::-1])
+        return cp.asarray(x).transpose()   # column-major: the first mode has stride 1, as in TCCG
+    (ma, mb), mc = inputs.split(","), out
+    A, B, C = tensor(ma), tensor(mb), tensor(mc)
+    D = cp.full(C.shape[::-1], np.nan, dtype=C.dtype).transpose()
+    from gett.config import KernelConfig
+    cfg = KernelConfig("simt", *tile, stages, tm=thread[0], tn=thread[1], split_k=split)
+    plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg)
+    assert plan.kernel().config == cfg
+    gett.contract(plan, 1.5, A, B, 0.5, C, D)
+    expect = 1.5 * np.einsum(subscripts, *(cp.asnumpy(x).astype(np.float64) for x in (A, B))) \
+        + 0.5 * cp.asnumpy(C).astype(np.float64)
+    got = cp.asnumpy(D).astype(np.float64)
+    assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
+    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 1e-5
+
+
 @pytest.mark.parametrize("order", ["C", "F"], ids=["d-n-fast", "d-m-fast"])
 @pytest.mark.parametrize("dtype", ["f16", "f32", "f64", "c64", "i32"])
 def test_split_k_matches_numpy_and_is_deterministic(dtype, order):
