@@ -392,9 +392,9 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
     run = table.extents[0] if table.extents else 0
     if plan.k <= 32 and min(m, n) >= 192 and run & (run - 1) and (192 % run == 0 or run % 192 == 0):
         a, b = _layouts(plan, cfg)
-        whole_k = dict(bk=-(-plan.k // 8) * 8, stages=2)   # all of K in one stage (measured, see above)
+        whole_k = {"bk": -(-plan.k // 8) * 8, "stages": 2}   # all of K in one stage (measured, see above)
         # not across a K-major operand: its 12 rows a thread are 12 strided shared-memory reads a K step
         if not a.row_contig or (b.row_contig and n > m):
             return replace(cfg, bm=64, bn=192, tm=4, tn=12, **whole_k)
-        return replace(cfg, bm=192, bn=64, tm=12, tn=4, **(whole_k if 192 % run == 0 else dict(bk=8)))
+        return replace(cfg, bm=192, bn=64, tm=12, tn=4, **(whole_k if 192 % run == 0 else {"bk": 8}))
     return cfg
