@@ -367,8 +367,10 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
     """SIMT tiles for the memory-bound shapes of the TCCG suite with 4-byte data, where a power-of-two tile
     wastes work or cuts D's runs. H100, f32 exact (benchmarks/tile_sweep.py --dtype f32, 2026-11-23), against
     the tile above:
-    - N ≤ 32, a long M and K ≤ 128: 256 rows, 16 a thread, 8 deep, 4 stages (boxes of 16 x 16 in M):
-      #6 487 -> 302 us, #7 561 -> 380, #3 106 -> 95; not #1 (K = 312: 85.5 -> 94.6).
+    - N ≤ 32, a long M and K ≤ 128: 384 rows (12 a thread) by N rounded up to 8 (3 a thread), 8 deep,
+      4 stages (boxes of 16 x 16 in M): #6 487 -> 284 us (302 with 256 x 32), #7 561 -> 362 (380),
+      #8 457 -> 281 (300), #3 106 -> 90 (95), #5 93 -> 76 (84). With a long K (#1, #2: 312; 256 x 32
+      there 85.5 -> 94.6 us), 128 rows by N rounded up to 8, 32 deep: #2 83.0 -> 67.7, #1 85.3 -> 83.8.
     - M (or N) of 65 to 96 against a long other side: one tile row of M rounded up to 8, 8 rows a
       thread, instead of 64 + a few rows in a second tile: #9 199 -> 146 us, #10 180 -> 133, #11 177 -> 131.
     - K ≤ 32 with D's stride-1 extent like 24 or 384 (not a power of two; dividing 192 or divided by
@@ -380,8 +382,11 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
       #40 117 -> 100.3 (111.9 8 deep), #42 144.2 -> 112.8 (122.2), #45 140 -> 109.1 (115.5), #41, #44,
       #47 130-134 -> 112-114 (135 8 deep; 104-105 with 192 x 64 24 deep)."""
     m, n = plan.m, plan.n
-    if n <= 32 and m >= 65536 and plan.k <= 128:
-        return replace(cfg, bm=256, bn=32, bk=8, stages=4, tm=16, tn=2)
+    if n <= 32 and m >= 65536:
+        bn = -(-n // 8) * 8
+        if plan.k > 128:
+            return replace(cfg, bm=128, bn=bn, bk=32, tm=8, tn=bn // 8)
+        return replace(cfg, bm=384, bn=bn, bk=8, stages=4, tm=12, tn=bn // 8)
     if 64 < m <= 96 and n >= 4096:
         bm = -(-m // 8) * 8
         return replace(cfg, bm=bm, bn=128, bk=8, tm=bm // 8, tn=8)

@@ -416,8 +416,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
 
 
 def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
-    """Measured choices for f32 data (tile_sweep --dtype f32, config._memory_bound_simt_tile): 256 x 32 for
-    N = 24 with a long M and short K (#3-8), not for K = 312 (#1); one 72-row tile for M = 72 (#9-11)
+    """Measured choices for f32 data (tile_sweep --dtype f32, config._memory_bound_simt_tile): 384 x 24 for
+    N = 24 with a long M and short K (#3-8), 128 x 24 for K = 312 (#1, #2); one 72-row tile for M = 72 (#9-11)
     and one 72-column tile for N = 72 (#19); 192 x 64 for K = 24 where D's stride-1 mode has 24 or 384
     elements and B is K-major (#31-39), 64 x 192 where A is (#40-48); GEMMs keep 128 x 128 (#12)."""
     from tccg_suite.suite import select
@@ -429,8 +429,8 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
         cfg = default_config(plan, "sm_90")
         return cfg.bm, cfg.bn, cfg.tm, cfg.tn
     for i in range(3, 9):
-        assert config(i) == (256, 32, 16, 2)
-    assert config(1)[:2] == (128, 32)
+        assert config(i) == (384, 24, 12, 3)
+    assert config(1) == config(2) == (128, 24, 8, 3)   # K = 312: 128 rows, 32 deep
     assert [config(i) for i in (9, 10, 11, 19)] == [(72, 128, 9, 8)] * 3 + [(128, 72, 8, 9)]
     assert {config(i) for i in range(31, 40)} == {(192, 64, 12, 4)}
     assert {config(i) for i in range(40, 49)} == {(64, 192, 4, 12)}
