@@ -393,8 +393,8 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
     if 64 < n <= 96 and m >= 4096:
         bn = -(-n // 8) * 8
         return replace(cfg, bm=128, bn=bn, bk=8, tm=8, tn=bn // 8)
-    table = plan.tables["M" if plan.tables["M"].strides_of("D")[:1] == (1,) else "N"]
-    run = table.extents[0] if table.extents else 0
+    # the extent of D's stride-1 mode where it leads the M or N table (0 elsewhere, e.g. in a batch mode)
+    run = next((plan.tables[g].extents[0] for g in "MN" if plan.tables[g].strides_of("D")[:1] == (1,)), 0)
     if plan.k <= 32 and min(m, n) >= 192 and run & (run - 1) and (192 % run == 0 or run % 192 == 0):
         a, b = _layouts(plan, cfg)
         whole_k = {"bk": -(-plan.k // 8) * 8, "stages": 2}   # all of K in one stage (measured, see above)

@@ -471,22 +471,23 @@ def test_epilogue_box_walk(out, c_layout):
 
 
 # The f32 SIMT tiles of config._memory_bound_simt_tile, on smaller TCCG patterns with partial tiles:
-# (subscripts, extents of a..g, tile bm x bn x bk, stages, thread tile, split-K)
+# (subscripts, extents of a..g, tile bm x bn x bk, stages, thread tile, split-K, crossing epilogue walk)
 SIMT_TILES = [
-    ("ea,ebcd->abcd", (70, 9, 5, 7, 37), (72, 128, 8), 3, (9, 8), 1),         # #9: M = 70 in one 72-row tile
-    ("adec,ebd->abc", (33, 70, 9, 50, 41), (128, 72, 8), 3, (8, 9), 4),      # #19: N = 70, split K
-    ("dega,gfbc->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 24), 2, (12, 4), 1),  # #31: crossing walk
-    ("gdbc,efga->abcdef", (24, 16, 4, 5, 3, 5, 24), (64, 192, 24), 2, (4, 12), 1),  # #42: the transpose
-    ("degc,gfab->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 8), 3, (12, 4), 1),   # #33: 8 deep
-    ("efbad,cf->abcde", (40, 5, 21, 7, 36, 32), (384, 24, 8), 4, (12, 3), 1),       # #6: 16 x 16 M boxes
+    ("ea,ebcd->abcd", (70, 9, 5, 7, 37), (72, 128, 8), 3, (9, 8), 1, False),   # #9: M = 70 in one 72-row tile
+    ("adec,ebd->abc", (33, 70, 9, 50, 41), (128, 72, 8), 3, (8, 9), 4, False),   # #19: N = 70, split K
+    ("dega,gfbc->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 24), 2, (12, 4), 1, True),   # #31: crossing walk
+    ("gdbc,efga->abcdef", (24, 16, 4, 5, 3, 5, 24), (64, 192, 24), 2, (4, 12), 1, True),   # #42: the transpose
+    ("degc,gfab->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 8), 3, (12, 4), 1, False),   # #33: 8 deep
+    ("efbad,cf->abcde", (40, 5, 21, 7, 36, 32), (384, 24, 8), 4, (12, 3), 1, False),  # #6: 16 x 16 M boxes
 ]
 
 
-@pytest.mark.parametrize("subscripts,extents,tile,stages,thread,split", SIMT_TILES, ids=[t[0] for t in SIMT_TILES])
-def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, split):
+@pytest.mark.parametrize("subscripts,extents,tile,stages,thread,split,crossing", SIMT_TILES,
+                         ids=[t[0] for t in SIMT_TILES])
+def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, split, crossing):
     """f32 data, exact f32: the SIMT tiles the heuristic picks for the memory-bound TCCG shapes (thread
-    tiles of 9, 12 and 16 rows or columns, 192-wide tiles holding runs of 24) with partial tiles, beta
-    and a NaN-poisoned D, against numpy in float64."""
+    tiles of 9 or 12 rows, 3, 9 or 12 columns; 192-wide tiles holding runs of 24; all of K in one stage)
+    with partial tiles, beta and a NaN-poisoned D, against numpy in float64."""
     ext = dict(zip("abcdefg", extents))
     rng = np.random.default_rng(18)
     inputs, out = subscripts.split("->")
@@ -502,6 +503,7 @@ def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, spli
     cfg = KernelConfig("simt", *tile, stages, tm=thread[0], tn=thread[1], split_k=split)
     plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg)
     assert plan.kernel().config == cfg
+    assert (epilogue_args(plan.kernel().source)["cross"] > 1) == crossing   # D's runs of 24 go on across N
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
     expect = 1.5 * np.einsum(subscripts, *(cp.asnumpy(x).astype(np.float64) for x in (A, B))) \
         + 0.5 * cp.asnumpy(C).astype(np.float64)
