@@ -114,6 +114,16 @@ def math_path(plan) -> str:
     return "simt"
 
 
+def round_up(x: int, step: int) -> int:
+    """``x`` rounded up to a multiple of ``step``."""
+    return -(-x // step) * step
+
+
+def output_tiles(plan, cfg: KernelConfig) -> int:
+    """Output tiles of ``cfg`` over ``plan`` (M tiles · N tiles · batch), before any split of K."""
+    return -(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch
+
+
 def fit_tile(extent: int, choices) -> int:
     """Smallest tile from ``choices`` (ascending) that covers ``extent``, else the largest."""
     for c in choices:
@@ -151,7 +161,7 @@ def split_k_for(plan, cfg: KernelConfig) -> int:
     TARGET_CTAS CTAs in all, so that none waits for a second round behind the others. H100 (tile_sweep,
     2026-11-22): #14 ``ab-cad-dcb`` (9 tiles, A staged) 151.6 -> 135.6 us as 261 CTAs instead of 270, #19
     ``abc-adec-ebd`` (41 tiles) 59.3 -> 53.1 as 246 instead of 287; #13 even (96.6 / 98.0)."""
-    tiles = -(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch
+    tiles = output_tiles(plan, cfg)
     k_tiles = -(-plan.k // cfg.bk)
     if tiles >= TARGET_CTAS // 2 or k_tiles < 16:
         return 1
@@ -197,13 +207,14 @@ def _wgmma_tile(plan):
 
 def _waves(plan, cfg: KernelConfig) -> int:
     """Rounds of one CTA per SM that ``cfg``'s tiles take on WAVE_SMS SMs."""
-    return -(-(-(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch * cfg.split_k) // WAVE_SMS)
+    return -(-output_tiles(plan, cfg) * cfg.split_k // WAVE_SMS)
 
 
 def _wide_tile(plan, cfg: KernelConfig) -> KernelConfig:
     """The 128 x 256 tile, rasterised in groups of 16 row tiles (with or without a producer warpgroup;
-    measured with one), and with one 240 columns wide where B loads K-major (an MN-major tile takes whole 64-column swizzle atoms) and its tiles take no
-    more waves than 256 columns: each then computes 1/16 less. H100 (tile_sweep, TMA loads, 2026-11-23):
+    measured with one), and with one 240 columns wide where B loads K-major (an MN-major tile takes
+    whole 64-column swizzle atoms) and its tiles take no more waves than 256 columns: each then computes
+    1/16 less. H100 (tile_sweep, TMA loads, 2026-11-23):
     #28 (5184^3, 861 or 902 tiles: 7 waves either way) 498.6 -> 479.9 us, #12 even (421.7 against 423.0);
     16 row tiles a group against 8: #12 416.8 -> 410.9 and 423.0 -> 413.1, #28 479.9 -> 476.6."""
     cfg = replace(cfg, group_m=16)
@@ -243,7 +254,7 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
     if cfg.ws and cfg.split_k > 1:
         return replace(cfg, ws=False, stages=3)
     if cfg.math == "mma16":
-        if cfg.bk == 64 and -(-plan.k // 32) * 32 < -(-plan.k // 64) * 64:
+        if cfg.bk == 64 and round_up(plan.k, 32) < round_up(plan.k, 64):
             cfg = replace(cfg, bk=32)
         if cfg.bm == 256:
             cfg = replace(cfg, bm=128)
@@ -383,21 +394,21 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
       #47 130-134 -> 112-114 (135 8 deep; 104-105 with 192 x 64 24 deep)."""
     m, n = plan.m, plan.n
     if n <= 32 and m >= 65536:
-        bn = -(-n // 8) * 8
+        bn = round_up(n, 8)
         if plan.k > 128:
             return replace(cfg, bm=128, bn=bn, bk=32, tm=8, tn=bn // 8)
         return replace(cfg, bm=384, bn=bn, bk=8, stages=4, tm=12, tn=bn // 8)
     if 64 < m <= 96 and n >= 4096:
-        bm = -(-m // 8) * 8
+        bm = round_up(m, 8)
         return replace(cfg, bm=bm, bn=128, bk=8, tm=bm // 8, tn=8)
     if 64 < n <= 96 and m >= 4096:
-        bn = -(-n // 8) * 8
+        bn = round_up(n, 8)
         return replace(cfg, bm=128, bn=bn, bk=8, tm=8, tn=bn // 8)
     # the extent of D's stride-1 mode where it leads the M or N table (0 elsewhere, e.g. in a batch mode)
     run = next((plan.tables[g].extents[0] for g in "MN" if plan.tables[g].strides_of("D")[:1] == (1,)), 0)
     if plan.k <= 32 and min(m, n) >= 192 and run & (run - 1) and (192 % run == 0 or run % 192 == 0):
         a, b = _layouts(plan, cfg)
-        whole_k = {"bk": -(-plan.k // 8) * 8, "stages": 2}   # all of K in one stage (measured, see above)
+        whole_k = {"bk": round_up(plan.k, 8), "stages": 2}   # all of K in one stage (measured, see above)
         # not across a K-major operand: its 12 rows a thread are 12 strided shared-memory reads a K step
         if not a.row_contig or (b.row_contig and n > m):
             return replace(cfg, bm=64, bn=192, tm=4, tn=12, **whole_k)

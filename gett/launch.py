@@ -8,6 +8,7 @@ import weakref
 import numpy as np
 
 from .codegen import SM_SHARED_BYTES
+from .config import output_tiles
 
 _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64": np.float64,
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
@@ -92,7 +93,7 @@ class Launcher:
                 self._reduce = _function(kernel, REDUCE_NAME, device)
                 self._reduce_grid = (min(-(-outputs // REDUCE_THREADS), 65536), 1, 1)
                 self._reduce_block = (REDUCE_THREADS, 1, 1)
-        self._grid = _grid(-(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch * cfg.split_k)
+        self._grid = _grid(output_tiles(plan, cfg) * cfg.split_k)
         self._block = (kernel.threads, 1, 1)
         self._shared = kernel.shared_bytes
         self._acc = _ACC_NUMPY[plan.compute_type.name]

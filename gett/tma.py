@@ -10,6 +10,7 @@ may have an op or a box-transposed tile (the producer would have to touch the da
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .config import KernelConfig
@@ -40,10 +41,7 @@ def merged_mode(table, tensor: str):
     for i in range(len(extents) - 1):
         if strides[i + 1] != strides[i] * extents[i]:
             return None
-    total = 1
-    for e in extents:
-        total *= e
-    return total, strides[0]
+    return math.prod(extents), strides[0]
 
 
 def tma_operand(plan, cfg: KernelConfig, tensor: str, layout) -> TmaOperand | None:

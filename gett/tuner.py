@@ -22,7 +22,7 @@ import numpy as np
 
 from . import plan_db
 from .config import (TARGET_CTAS, WGMMA_N, KernelConfig, default_config, fit_tile, has_wgmma, math_path,
-                     split_k_for)
+                     output_tiles, split_k_for)
 from .errors import DeviceError
 
 __all__ = ["DEFAULT_BUDGET", "autotune", "candidate_configs", "tune"]
@@ -124,7 +124,7 @@ def candidate_configs(plan, arch: str) -> list:
         # 288 (but 112 -> 143 with leaky ReLU on A, B and C), 71.7 with 576 (the heuristic's, _tall_tile)
         grid.update(dataclasses.replace(sync, bm=bm, bk=bk, split_k=1) for bm in TALL_ROWS for bk in (32, 64)
                     if bm != sync.bm)
-    tiles = -(-plan.m // sync.bm) * -(-plan.n // sync.bn) * plan.batch
+    tiles = output_tiles(plan, sync)
     if tiles < TARGET_CTAS // 2:
         grid.update(dataclasses.replace(sync, split_k=s) for s in (1, 2, 4, 8, 16, 32)
                     if s <= max(1, -(-plan.k // sync.bk) // 2))
