@@ -378,10 +378,12 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
     """SIMT tiles for the memory-bound shapes of the TCCG suite with 4-byte data, where a power-of-two tile
     wastes work or cuts D's runs. H100, f32 exact (benchmarks/tile_sweep.py --dtype f32, 2026-11-23), against
     the tile above:
-    - N ≤ 32, a long M and K ≤ 128: 384 rows (12 a thread) by N rounded up to 8 (3 a thread), 8 deep,
-      4 stages (boxes of 16 x 16 in M): #6 487 -> 284 us (302 with 256 x 32), #7 561 -> 362 (380),
-      #8 457 -> 281 (300), #3 106 -> 90 (95), #5 93 -> 76 (84). With a long K (#1, #2: 312; 256 x 32
-      there 85.5 -> 94.6 us), 128 rows by N rounded up to 8, 32 deep: #2 83.0 -> 67.7, #1 85.3 -> 83.8.
+    - N ≤ 32 and a long M: 384 rows (12 a thread) by N rounded up to 8 (3 a thread), 8 deep, 4 stages
+      (boxes of 16 x 16 in M): #6 487 -> 284 us (302 with 256 x 32), #7 561 -> 362 (380), #8 457 -> 281
+      (300), #5 93 -> 76 (84), #1 (K = 312) 85.3 -> 74.8 (83.8 with 128 x 24 x 32). 576 rows where M's
+      box is 12 x 8 in 384 rows and 24 x 24 in 576, with K ≤ 128: #3 106 -> 82.8 (89.7 with 384), #4 98 ->
+      82.8 (86.7); on #1 (K = 312) 576 rows take 94.6 us. A K-major A with a long K (#2: 312) keeps 128
+      rows, 32 deep: 83.0 -> 67.1 us (75.3 with 384 x 24 x 8).
     - M (or N) of 65 to 96 against a long other side: one tile row of M rounded up to 8, 8 rows a
       thread, instead of 64 + a few rows in a second tile: #9 199 -> 146 us, #10 180 -> 133, #11 177 -> 131.
     - K ≤ 32 with D's stride-1 extent like 24 or 384 (not a power of two; dividing 192 or divided by
@@ -395,9 +397,13 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
     m, n = plan.m, plan.n
     if n <= 32 and m >= 65536:
         bn = round_up(n, 8)
-        if plan.k > 128:
+        if plan.k > 128 and not _layouts(plan, cfg)[0].row_contig:   # K-major A, long K
             return replace(cfg, bm=128, bn=bn, bk=32, tm=8, tn=bn // 8)
-        return replace(cfg, bm=384, bn=bn, bk=8, stages=4, tm=12, tn=bn // 8)
+        tall = replace(cfg, bm=384, bn=bn, bk=8, stages=4, tm=12, tn=bn // 8)
+        # 576 rows where they turn 12 x 8 boxes of 72-element modes into 24 x 24 (K short, as _tall_tile)
+        if plan.k <= 128 and 0 < _box_side(plan, tall) < 16 <= _box_side(plan, replace(tall, bm=576)):
+            return replace(tall, bm=576)
+        return tall
     if 64 < m <= 96 and n >= 4096:
         bm = round_up(m, 8)
         return replace(cfg, bm=bm, bn=128, bk=8, tm=bm // 8, tn=8)

@@ -417,7 +417,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
 
 def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     """Measured choices for f32 data (tile_sweep --dtype f32, config._memory_bound_simt_tile): 384 x 24 for
-    N = 24 with a long M and short K (#3-8), 128 x 24 for K = 312 (#1, #2); one 72-row tile for M = 72 (#9-11)
+    N = 24 with a long M (#1, #5-8), 576 x 24 where that turns M's 12 x 8 boxes into 24 x 24 (#3, #4), 128 x
+    24 for a K-major A with K = 312 (#2); one 72-row tile for M = 72 (#9-11)
     and one 72-column tile for N = 72 (#19); 192 x 64 for K = 24 where D's stride-1 mode has 24 or 384
     elements and B is K-major (#31-39), 64 x 192 where A is (#40-48); GEMMs keep 128 x 128 (#12)."""
     from tccg_suite.suite import select
@@ -428,9 +429,10 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
         plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
         cfg = default_config(plan, "sm_90")
         return cfg.bm, cfg.bn, cfg.tm, cfg.tn
-    for i in range(3, 9):
+    for i in (1, 5, 6, 7, 8):
         assert config(i) == (384, 24, 12, 3)
-    assert config(1) == config(2) == (128, 24, 8, 3)   # K = 312: 128 rows, 32 deep
+    assert config(3) == config(4) == (576, 24, 12, 3)   # a, d = 72: 24 x 24 boxes
+    assert config(2) == (128, 24, 8, 3)   # K-major A, K = 312: 128 rows, 32 deep
     assert [config(i) for i in (9, 10, 11, 19)] == [(72, 128, 9, 8)] * 3 + [(128, 72, 8, 9)]
     assert {config(i) for i in range(31, 40)} == {(192, 64, 12, 4)}
     assert {config(i) for i in range(40, 49)} == {(64, 192, 4, 12)}

@@ -479,6 +479,8 @@ SIMT_TILES = [
     ("gdbc,efga->abcdef", (24, 16, 4, 5, 3, 5, 24), (64, 192, 24), 2, (4, 12), 1, True),   # #42: the transpose
     ("degc,gfab->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 8), 3, (12, 4), 1, False),   # #33: 8 deep
     ("efbad,cf->abcde", (40, 5, 21, 7, 36, 32), (384, 24, 8), 4, (12, 3), 1, False),  # #6: 16 x 16 M boxes
+    ("dbea,ec->abcd", (72, 3, 21, 72, 40), (576, 24, 8), 4, (12, 3), 1, False),  # #3: 24 x 24 M boxes
+    ("bda,dc->abc", (36, 40, 21, 300), (384, 24, 8), 4, (12, 3), 1, False),  # #1: 12 x 8 boxes, long K
 ]
 
 
