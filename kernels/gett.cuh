@@ -316,7 +316,8 @@ struct Gett {
   __device__ __forceinline__ static void prefetch_c(const typename P::TC* __restrict__ C, long long m0, long long n0,
                                                     int ptid) {
     const long long fast0 = D_M_FAST ? m0 : n0, slow0 = D_M_FAST ? n0 : m0;
-    for_each_vector<PRODUCER_THREADS>(fast_inside(fast0), slow_inside(slow0), ptid, [&](int w, int s) {
+    for_each_vector<PRODUCER_THREADS>(fast_inside(fast0), slow_inside(slow0), ptid, [&](int w, int s, bool inside) {
+      if (!inside) return;
       const long long f = fast0 + fast_coordinate(w), r = slow0 + s;
       const long long m = D_M_FAST ? f : r, n = D_M_FAST ? r : f;
       prefetch_l2(C + (P::CM::offset(typename P::IndexM(m)) + P::CN::offset(typename P::IndexN(n))));
@@ -408,25 +409,27 @@ struct Gett {
     };
     for (int w = tid; w < FAST; w += THREADS) {
       const long long i = fast0 + fast_coordinate(w);
-      if (i < fast_extent) offsets(D_M_FAST, i, fast_c[w], fast_d[w]);
+      if (i < fast_extent) offsets(D_M_FAST, i, fast_c[w], fast_d[w]); else fast_d[w] = 0;   // read, unused
     }
     for (int s = tid; s < SLOW; s += THREADS) {
       const long long i = slow0 + s;
-      if (i < slow_extent) offsets(!D_M_FAST, i, slow_c[s], slow_d[s]);
+      if (i < slow_extent) offsets(!D_M_FAST, i, slow_c[s], slow_d[s]); else slow_d[s] = 0;
     }
     // Box walks: a box lies wholly inside or outside the tile's rows (the planner's boxes tile M and N).
     const int fast_in = fast_inside(fast0), slow_in = slow_inside(slow0);
     if (read_c) {
       sync_math_threads();   // the offsets are in place
-      for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
-        write_tile(tile, s, w, tid, *reinterpret_cast<const Vector*>(C + (fast_c[w] + slow_c[s])));
+      for_each_vector(fast_in, slow_in, tid, [&](int w, int s, bool inside) {
+        if (inside) write_tile(tile, s, w, tid, *reinterpret_cast<const Vector*>(C + (fast_c[w] + slow_c[s])));
       });
       sync_math_threads();
     }
     if (read_c) combine<true>(math, tile, alpha, beta); else combine<false>(math, tile, alpha, beta);
     sync_math_threads();
-    for_each_vector(fast_in, slow_in, tid, [&](int w, int s) {
-      *reinterpret_cast<Vector*>(D + (fast_d[w] + slow_d[s])) = read_tile(tile, s, w, tid);
+    for_each_vector(fast_in, slow_in, tid, [&](int w, int s, bool inside) {
+      const Vector x = read_tile(tile, s, w, tid);
+      const Offset d = fast_d[w] + slow_d[s];
+      if (inside) *reinterpret_cast<Vector*>(D + d) = x;
     });
   }
 
@@ -510,8 +513,11 @@ struct Gett {
   // The walk in vectors of EPI_V consecutive walk positions, which are consecutive elements of C and D
   // (one offset lookup, one access each), along the fast dimension or, in a box walk, along its second
   // side. The tile's extents (and a box's second side) are multiples of EPI_V, so a vector is wholly
-  // inside or wholly outside: f(w, s) runs for each of this thread's vectors inside D. The vectors
-  // need not split evenly over the threads (72 x 128 tiles of 8-element vectors over 256 threads).
+  // inside or wholly outside: f(w, s, inside) runs for each of this thread's vectors, inside saying
+  // whether it lies in D. Every (w, s) is a place in the tile, so f may read the tile and the offset
+  // tables unguarded and guard only the global access: the reads of a thread's vectors then overlap
+  // (a branch a vector kept each store waiting on its own offsets' shared-memory latency, ncu #31).
+  // The vectors need not split evenly over the threads (72 x 128 tiles of 8-element vectors over 256).
   using Vector = Vec<TE, EPI_V>;   // EPI_V elements of C or D
   // (COUNT threads share the walk: the math threads, or the producer warpgroup prefetching C.)
   template <int COUNT = THREADS, class F>
@@ -523,7 +529,7 @@ struct Gett {
     for (int u = 0; u < PER_THREAD; ++u) {
       if (VECTORS % COUNT != 0 && tid + u * COUNT >= VECTORS) break;
       const int w = at.fast(), s = at.slow();
-      if (fast_coordinate(w) < fast_in && s < slow_in) f(w, s);
+      f(w, s, fast_coordinate(w) < fast_in && s < slow_in);
       at.template advance<unsigned(COUNT * EPI_V)>();
     }
   }
