@@ -417,10 +417,10 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
 
 def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     """Measured choices for f32 data (tile_sweep --dtype f32, config._memory_bound_simt_tile): 384 x 24 for
-    N = 24 with a long M (#1, #5-8), 576 x 24 where that turns M's 12 x 8 boxes into 24 x 24 (#3, #4), 128 x
-    24 for a K-major A with K = 312 (#2); one 72-row tile for M = 72 (#9-11)
-    and one 72-column tile for N = 72 (#19); 192 x 64 for K = 24 where D's stride-1 mode has 24 or 384
-    elements and B is K-major (#31-39), 64 x 192 where A is (#40-48); GEMMs keep 128 x 128 (#12)."""
+    N = 24 with a long M (#1, #5-8), 576 x 24 where that turns M's 12 x 8 boxes into 24 x 24 (#3, #4),
+    128 x 24 for a K-major A with K = 312 (#2); one 72-row tile for M = 72 (#9-11) and one 72-column tile
+    for N = 72 (#19); 192 x 64 for K = 24 where D's stride-1 mode has 24 or 384 elements and B is K-major
+    (#31-39), 64 x 192 where A is (#40-48); GEMMs keep 128 x 128 (#12)."""
     from tccg_suite.suite import select
 
     def config(i):
