@@ -290,15 +290,14 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
 
 
 def _tall_tile(plan, cfg: KernelConfig) -> KernelConfig:
-    """``cfg`` (256 rows), or 576 rows where M is box-tiled and 256 rows leave the box's sides shorter than
-    a sector while 576 make them at least 1.5 sectors, with K short (≤ 128): extents of 72 = 8 · 9 give
-    8 x 8 boxes in any power-of-two tile, 24 x 24 in 576 rows. H100 (tile_sweep, session 13): #3
-    ``abcd-dbea-ec`` 86.2 -> 71.6 us, #4 ``abcd-deca-be`` 83.5 -> 71.7 (with leaky ReLU on A, B and C
-    113.7 -> 96.2, 112.1 -> 96.5); not #1 (K = 312: 48.4 -> 50.3; its database entry has 384 rows) nor
-    #6-8, whose 16 x 16 boxes are whole sectors already."""
-    itemsize = plan.descriptors["D"].dtype.itemsize
+    """``cfg``, or 576 rows where M is box-tiled and ``cfg``'s rows leave the box's shorter side under 16
+    elements while 576 make it at least 24, with K short (≤ 128): extents of 72 = 8 · 9 give 8 x 8 boxes in
+    any power-of-two tile (12 x 8 in 384 rows), 24 x 24 in 576. H100, f16 (tile_sweep, session 13, against
+    256 rows): #3 ``abcd-dbea-ec`` 86.2 -> 71.6 us, #4 ``abcd-deca-be`` 83.5 -> 71.7 (with leaky ReLU on A,
+    B and C 113.7 -> 96.2, 112.1 -> 96.5); not #1 (K = 312: 48.4 -> 50.3; its database entry has 384 rows)
+    nor #6-8, whose 16 x 16 boxes are whole sectors already. f32: see _memory_bound_simt_tile."""
     tall = replace(cfg, bm=576)
-    if plan.k <= 128 and 0 < _box_side(plan, cfg) * itemsize < 32 and _box_side(plan, tall) * itemsize >= 48:
+    if plan.k <= 128 and 0 < _box_side(plan, cfg) < 16 <= _box_side(plan, tall):
         return tall
     return cfg
 
@@ -399,11 +398,7 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
         bn = round_up(n, 8)
         if plan.k > 128 and not _layouts(plan, cfg)[0].row_contig:   # K-major A, long K
             return replace(cfg, bm=128, bn=bn, bk=32, tm=8, tn=bn // 8)
-        tall = replace(cfg, bm=384, bn=bn, bk=8, stages=4, tm=12, tn=bn // 8)
-        # 576 rows where they turn 12 x 8 boxes of 72-element modes into 24 x 24 (K short, as _tall_tile)
-        if plan.k <= 128 and 0 < _box_side(plan, tall) < 16 <= _box_side(plan, replace(tall, bm=576)):
-            return replace(tall, bm=576)
-        return tall
+        return _tall_tile(plan, replace(cfg, bm=384, bn=bn, bk=8, stages=4, tm=12, tn=bn // 8))
     if 64 < m <= 96 and n >= 4096:
         bm = round_up(m, 8)
         return replace(cfg, bm=bm, bn=128, bk=8, tm=bm // 8, tn=8)
