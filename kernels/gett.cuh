@@ -441,31 +441,43 @@ struct Gett {
   // the tile: one store per pair. (With M fast, movmatrix could make them neighbouring rows, but that
   // measured slower than single 16-bit stores: #40 51 vs 42 us, H100.)
   static constexpr bool kPairs = Math::kColumnPairs && !kBox && !D_M_FAST && EPI_LD % 2 == 0;
+  // With M fast, a thread's runs of consecutive rows (SIMT, swapped wgmma) are neighbours in the tile:
+  // one store per run. Single stores there put a warp's lanes on one word of each 16-byte chunk, four to
+  // a bank (ncu, f32 #31 abcdef-dega-gfbc: 3.4 wavefronts a store, H100).
+  static constexpr bool kRowRuns = Math::kRowRun > 1 && !kBox && D_M_FAST && EPI_LD % Math::kRowRun == 0;
 
   // D's value of every accumulator, alpha * acc + beta * op_c(C) through op_out (C read from the tile),
   // written over its place in the tile.
   // (Two instances: a per-element test of beta would be predicated, its instructions issued anyway.)
   template <bool READ_C>
   __device__ __forceinline__ static void combine(const Math& math, TE* tile, Acc alpha, Acc beta) {
-    auto value = [&](int p, Acc v) {
-      Acc x = alpha * v;
-      if constexpr (READ_C) x = x + beta * OpC{}(convert<Acc>(tile[p]));
-      return convert<TE>(OpOut{}(x));
-    };
     if constexpr (kPairs) {
       math.for_each_pair([&](int r, int c, Acc v0, Acc v1) {
-        const int p = tile_position(r, c);
-        Vec<TE, 2> x;
-        x.v[0] = value(p, v0);
-        x.v[1] = value(p + 1, v1);
-        *reinterpret_cast<Vec<TE, 2>*>(&tile[p]) = x;
+        const Acc v[2] = {v0, v1};
+        combine_run<READ_C>(tile, tile_position(r, c), v, alpha, beta);
+      });
+    } else if constexpr (kRowRuns) {
+      math.for_each_row_run([&](int r, int c, const Acc (&v)[Math::kRowRun]) {
+        combine_run<READ_C>(tile, tile_position(r, c), v, alpha, beta);
       });
     } else {
       math.for_each([&](int r, int c, Acc v) {
-        const int p = tile_position(r, c);
-        tile[p] = value(p, v);
+        const Acc one[1] = {v};
+        combine_run<READ_C>(tile, tile_position(r, c), one, alpha, beta);
       });
     }
+  }
+  // R accumulators that are neighbours in the tile, at p, ..., p + R - 1: one store.
+  template <bool READ_C, int R>
+  __device__ __forceinline__ static void combine_run(TE* tile, int p, const Acc (&v)[R], Acc alpha, Acc beta) {
+    Vec<TE, R> x;
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      Acc y = alpha * v[k];
+      if constexpr (READ_C) y = y + beta * OpC{}(convert<Acc>(tile[p + k]));
+      x.v[k] = convert<TE>(OpOut{}(y));
+    }
+    *reinterpret_cast<Vec<TE, R>*>(&tile[p]) = x;
   }
 
   // A position of the walk through the tile: along the fast dimension (D's stride-1 side) first, or with

@@ -94,6 +94,22 @@ struct SimtMath {
     }
   }
 
+  // A thread's rows in runs of consecutive ones (FragA::RUN; 1 where A is read along K):
+  // f(r, c, v) with v[k] at (r + k, c).
+  static constexpr int kRowRun = FragA::RUN;
+  template <class F>
+  __device__ __forceinline__ void for_each_row_run(F&& f) const {
+#pragma unroll
+    for (int g = 0; g < TM / kRowRun; ++g)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        Acc v[kRowRun];
+#pragma unroll
+        for (int k = 0; k < kRowRun; ++k) v[k] = acc[g * kRowRun + k][j];
+        f(FragA::template row<TY>(g * kRowRun, ty), FragB::template row<TX>(j, tx), v);
+      }
+  }
+
   template <class F>
   __device__ __forceinline__ void for_each(F&& f) const {
 #pragma unroll

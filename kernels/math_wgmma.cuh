@@ -242,6 +242,16 @@ struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : B
     static_assert(!SWAP, "swapped accumulators hold no column pairs");
     Base::for_each_pair(f);
   }
+  // ... but pairs of rows: f(m, n, v) with v[1] at (m + 1, n).
+  static constexpr int kRowRun = SWAP ? 2 : 1;
+  template <class F>
+  __device__ __forceinline__ void for_each_row_run(F&& f) const {
+    static_assert(SWAP, "unswapped accumulators hold no row pairs");
+    Base::for_each_pair([&](int n, int m, float v0, float v1) {
+      const float v[2] = {v0, v1};
+      f(m, n, v);
+    });
+  }
   template <class F>
   __device__ __forceinline__ void for_each(F&& f) const {
     if constexpr (SWAP) Base::for_each([&](int n, int m, float v) { f(m, n, v); });

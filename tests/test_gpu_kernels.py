@@ -265,15 +265,17 @@ def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile, ops, stage
     assert err < 2e-3, f"relative error {err:.2e}"
 
 
+@pytest.mark.parametrize("d_fast", ["m", "n"])
 @pytest.mark.parametrize("a_modes,b_modes", [("km", "kn"), ("km", "nk"), ("mk", "kn")])
 @pytest.mark.parametrize("m,k", [(72, 72), (100, 1000)])
 @pytest.mark.parametrize("tile,stages,ws,split", [
     ((72, 128), 3, False, 1), ((72, 64), 3, False, 1), ((80, 256), 3, False, 1), ((72, 128), 4, True, 1),
     ((128, 128), 4, True, 3)], ids=["72x128", "72x64", "80x256", "72x128-ws", "128x128-ws-split3"])
-def test_wgmma_swapped_operands(a_modes, b_modes, m, k, tile, stages, ws, split):
+def test_wgmma_swapped_operands(a_modes, b_modes, m, k, tile, stages, ws, split, d_fast):
     """wgmma with B's tile as the instruction's rows and A's (M) as its width (``swap``): M of 72 and 100
     (a partial second tile), K in one tile or many, K- or N-major B, K-major A (an M-major A needs whole
-    64-row atoms: 128), with a producer warpgroup and with K split over 3 CTAs; D's fast side is N."""
+    64-row atoms: 128), with a producer warpgroup and with K split over 3 CTAs; D's stride-1 side is M
+    (the accumulators go to the epilogue tile as pairs of rows) or N."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("wgmma needs an sm_90 GPU")
     from gett.config import KernelConfig
@@ -282,11 +284,12 @@ def test_wgmma_swapped_operands(a_modes, b_modes, m, k, tile, stages, ws, split)
     rng = np.random.default_rng(15)
     ext = {"m": m, "n": 1000, "k": k}
     A, B = column_major_f16(rng, a_modes, ext), column_major_f16(rng, b_modes, ext)
-    D = cp.full((1000, m), np.nan, dtype=cp.float16).T   # N fast
+    D = cp.full((1000, m), np.nan, dtype=cp.float16).T if d_fast == "m" else cp.full((m, 1000), np.nan, dtype=cp.float16)
     C = column_major_f16(rng, "mn", ext)
     config = KernelConfig("wgmma", *tile, 64, stages, split_k=split, ws=ws, swap=True)
     plan = gett.plan_contraction(A, a_modes, B, b_modes, C, "mn", D=D, config=config)
     assert plan.kernel().config == config
+    assert epilogue_args(plan.kernel().source)["m_fast"] == (d_fast == "m")
     gett.contract(plan, 1.5, A, B, -0.5, C, D)
     expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", cp.asnumpy(A).astype(np.float64),
                              cp.asnumpy(B).astype(np.float64)) - 0.5 * cp.asnumpy(C).astype(np.float64)
@@ -478,6 +481,7 @@ SIMT_TILES = [
     ("dega,gfbc->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 24), 2, (12, 4), 1, True),   # #31: crossing walk
     ("gdbc,efga->abcdef", (24, 16, 4, 5, 3, 5, 24), (64, 192, 24), 2, (4, 12), 1, True),   # #42: the transpose
     ("degc,gfab->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 8), 3, (12, 4), 1, False),   # #33: 8 deep
+    ("abd,dc->abc", (24, 7, 40, 20), (128, 64, 8), 3, (8, 4), 1, False),   # A and D M-major: runs of rows
     ("efbad,cf->abcde", (40, 5, 21, 7, 36, 32), (384, 24, 8), 4, (12, 3), 1, False),  # #6: 16 x 16 M boxes
     ("dbea,ec->abcd", (72, 3, 21, 72, 40), (576, 24, 8), 4, (12, 3), 1, False),  # #3: 24 x 24 M boxes
     ("bda,dc->abc", (36, 40, 21, 300), (384, 24, 8), 4, (12, 3), 1, False),  # #1: 12 x 8 boxes, long K
@@ -488,8 +492,9 @@ SIMT_TILES = [
                          ids=[t[0] for t in SIMT_TILES])
 def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, split, crossing):
     """f32 data, exact f32: the SIMT tiles the heuristic picks for the memory-bound TCCG shapes (thread
-    tiles of 9 or 12 rows, 3, 9 or 12 columns; 192-wide tiles holding runs of 24; all of K in one stage)
-    with partial tiles, beta and a NaN-poisoned D, against numpy in float64."""
+    tiles of 8 to 12 rows, 3 to 12 columns; 192-wide tiles holding runs of 24; all of K in one stage; rows
+    stored to the epilogue tile in runs where A and D are M-major) with partial tiles, beta and a
+    NaN-poisoned D, against numpy in float64."""
     ext = dict(zip("abcdefg", extents))
     rng = np.random.default_rng(18)
     inputs, out = subscripts.split("->")
