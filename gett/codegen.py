@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .config import KernelConfig, loads_have_ops
 from .modes import GROUPS
-from .tma import tma_operands
+from .tma import tile_box, tma_operands
 
 SM_SHARED_BYTES = 228 * 1024   # shared memory per SM on sm_90, where wgmma runs; a CTA reserves 1 KB of it
 
@@ -198,22 +198,32 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     return max(n for n in (1, 2, 3) if n == 1 or 65536 // (threads * n) >= accumulators + 16)
 
 
-def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout) -> int:
-    """Dynamic shared memory of the kernel; mirrors gett::Gett::SMEM_BYTES (the TU static_asserts it)."""
+def tma_views(plan, cfg: KernelConfig, layouts, arch: str | None) -> tuple | None:
+    """The views of the operands the kernel loads through the TMA, in the order it takes their maps:
+    (A's box,) for an mma.sync kernel whose A tile is one (:func:`gett.tma.tile_box`), (A's, B's) for
+    a warp-specialised wgmma kernel (:func:`gett.tma.tma_operands`), else None."""
+    box = tile_box(plan, cfg, layouts[0], arch)
+    return (box,) if box is not None else tma_operands(plan, cfg, layouts)
+
+
+def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_box: bool = False) -> int:
+    """Dynamic shared memory of the kernel; mirrors gett::Gett::SMEM_BYTES (the TU static_asserts it).
+    ``a_box``: A's tile is a TMA box (unpadded, a barrier per stage)."""
     def stage_elems(layout, rows, itemsize):
         pad = 0 if cfg.math == "wgmma" else max(16 // itemsize, 1)   # wgmma's tiles are swizzled, not padded
         return cfg.bk * (rows + pad) if layout.row_contig else rows * (cfg.bk + pad)
     ia = plan.descriptors["A"].dtype.itemsize
     ib = plan.descriptors["B"].dtype.itemsize
     k_tiles = -(-max(-(-plan.k // cfg.bk), 1) // cfg.split_k)   # K tiles of one CTA: USED_STAGES
-    pipe = min(cfg.stages, k_tiles) * (stage_elems(a, cfg.bm, ia) * ia + stage_elems(b, cfg.bn, ib) * ib)
+    a_stage = cfg.bm * cfg.bk if a_box else stage_elems(a, cfg.bm, ia)
+    pipe = min(cfg.stages, k_tiles) * (a_stage * ia + stage_elems(b, cfg.bn, ib) * ib)
     te = plan.descriptors["D"].dtype.itemsize   # the epilogue tile holds C, then D (one type)
     fast, tx, _ = epilogue_walk(plan, cfg)
     tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + epilogue_pad(plan, cfg, fast, tx)) * te
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
-    if cfg.ws:   # two 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)
-        return (max(pipe, epi) + 7) // 8 * 8 + 16 * cfg.stages
+    if cfg.ws or a_box:   # two (one) 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)
+        return (max(pipe, epi) + 7) // 8 * 8 + (16 if cfg.ws else 8) * cfg.stages
     return max(pipe, epi)
 
 
@@ -264,10 +274,12 @@ def _semiring(plan, acc: str) -> str:
     return "\n".join(parts)
 
 
-def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers: bool = True) -> tuple:
+def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers: bool = True,
+                  arch: str | None = None) -> tuple:
     """Return (source, shared_bytes, threads) of the translation unit for ``plan`` under ``cfg``
     (``stage_ops``: see :func:`operand_layouts`; ``cap_registers``: launch bounds for
-    :func:`ctas_per_sm` CTAs per SM, else for one)."""
+    :func:`ctas_per_sm` CTAs per SM, else for one; ``arch``: the target, where TMA box tiles need sm_90,
+    see :func:`tma_views`)."""
     cfg.validate()
     d = plan.descriptors
     acc = ACC_CTYPE[plan.compute_type.name]
@@ -276,10 +288,13 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     if cfg.ws and not (la.is_async and lb.is_async):
         raise ValueError(f"{cfg.key()}: warp specialisation needs both operands copied asynchronously "
                          f"(A {'async' if la.is_async else 'staged'}, B {'async' if lb.is_async else 'staged'})")
-    smem = shared_bytes(plan, cfg, la, lb)
+    views = tma_views(plan, cfg, (la, lb), arch)
+    box = views[0] if views and len(views) == 1 else None
+    smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads
-    tma = tma_operands(plan, cfg, (la, lb)) is not None
-    maps = ",\n    const __grid_constant__ gett::TensorMap map_a, const __grid_constant__ gett::TensorMap map_b" if tma else ""
+    tma = views is not None and box is None
+    names = ("map_a", "map_b")[:len(views or ())]
+    maps = "".join(f",\n    const __grid_constant__ gett::TensorMap {n}" for n in names)
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)
     epi_v = epilogue_vector(plan, cfg, m_fast, epi_tx)
     epi_run, epi_cross = epilogue_cross(plan, cfg, m_fast, epi_tx)
@@ -313,6 +328,16 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
                 f"{'true' if layout.is_async else 'false'}, {layout.step}, "
                 f"{'true' if cfg.math == 'wgmma' else 'false'}>")
 
+    def box_loader(view):
+        def coordinates(table, strides):   # a table per dimension of the map, its strides in that dimension
+            return "gett::Coordinates<" + ", ".join(
+                "gett::Table<int" + "".join(f", gett::Mode<{e}, {dv}, {st}>" for e, dv, st in
+                                            zip(table.extents, table.divisors, dim)) + ">"
+                for dim in strides) + ">"
+        return (f"gett::TmaBoxLoader<Problem::TA, Problem::IndexM, Problem::IndexK, "
+                f"{coordinates(plan.tables['M'], view.row_coordinates)}, "
+                f"{coordinates(plan.tables['K'], view.k_coordinates)}, {cfg.bm}, {cfg.bk}, {view.box[0]}, {cfg.stages}>")
+
     uses_ops = any(getattr(ops, r) is not None for r in ("op_a", "op_b", "op_c", "op_out", "op_ab", "reduce"))
     src = f"""// Generated by gett for: {plan.signature[0]}  config {cfg.key()}
 #include "gett.cuh"
@@ -341,7 +366,7 @@ struct Problem {{
 {tables}
 }};
 
-using LoadA = {loader("A", la, "M", cfg.bm, "OpA")};
+using LoadA = {box_loader(box) if box else loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
 using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}, {'true' if tma else 'false'}>;
@@ -352,7 +377,7 @@ static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on t
 extern "C" __global__ void __launch_bounds__({threads}, {ctas_per_sm(plan, cfg) if cap_registers else 1}) {KERNEL_NAME}(
     const Problem::TA* A, const Problem::TB* B, const Problem::TC* C, Problem::TD* D,
     Problem::Acc* partials, Problem::Acc alpha, Problem::Acc beta{maps}) {{
-  Kernel::run(A, B, C, D, partials, alpha, beta{', &map_a, &map_b' if tma else ''});
+  Kernel::run(A, B, C, D, partials, alpha, beta{''.join(', &' + n for n in names)});
 }}
 """
     if cfg.split_k > 1:

@@ -11,10 +11,9 @@ import threading
 import numpy as np
 
 from .errors import DeviceError
-from .tma import TMA_DTYPES, TmaOperand
+from .tma import TMA_DTYPES, TmaBox, TmaOperand
 
 _MAP_BYTES, _MAP_ALIGN = 128, 64
-_SWIZZLE_128B = 3             # CU_TENSOR_MAP_SWIZZLE_128B: the layout wgmma reads (kernels/tma.cuh)
 _L2_PROMOTION_256B = 3        # L2 fetches of 256 bytes, as CUTLASS's Hopper GEMMs ask
 _driver = None
 _driver_lock = threading.Lock()
@@ -37,27 +36,29 @@ def _encode_function():
     return _driver
 
 
-def encode(view: TmaOperand, address: int) -> np.ndarray:
+def encode(view: TmaOperand | TmaBox, address: int) -> np.ndarray:
     """The 128-byte tensor map of ``view`` at device ``address``, as a numpy array to pass by value."""
     if address % 16:
         raise DeviceError(f"{view.tensor}: a TMA load needs a 16-byte aligned address, got {address:#x}")
     buffer = np.zeros(_MAP_BYTES + _MAP_ALIGN, dtype=np.uint8)
     start = -buffer.ctypes.data % _MAP_ALIGN
     out = buffer[start:start + _MAP_BYTES]
-    dims = (ctypes.c_uint64 * 2)(*view.extents)
-    strides = (ctypes.c_uint64 * 1)(view.outer_stride)
-    box = (ctypes.c_uint32 * 2)(*view.box)
-    element_strides = (ctypes.c_uint32 * 2)(1, 1)
-    status = _encode_function()(out.ctypes.data, TMA_DTYPES[view.dtype], 2, address, dims, strides, box,
-                                element_strides, 0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
+    rank = len(view.extents)
+    dims = (ctypes.c_uint64 * rank)(*view.extents)
+    strides = (ctypes.c_uint64 * (rank - 1))(*view.byte_strides)
+    box = (ctypes.c_uint32 * rank)(*view.box)
+    element_strides = (ctypes.c_uint32 * rank)(*(1,) * rank)
+    status = _encode_function()(out.ctypes.data, TMA_DTYPES[view.dtype], rank, address, dims, strides, box,
+                                element_strides, 0, view.swizzle, _L2_PROMOTION_256B, 0)
     if status:
         raise DeviceError(f"cuTensorMapEncodeTiled failed ({status}) for {view.tensor}: {view}, address {address:#x}")
     return out
 
 
 class TensorMaps:
-    """The tensor maps of A and B at the addresses met so far, encoded once each (a bounded number: a
-    program cycles through a few buffers; past that the oldest is dropped)."""
+    """The tensor maps of the operands a kernel loads through the TMA (A and B, or A alone: ``views``) at
+    the addresses met so far, encoded once each (a bounded number: a program cycles through a few
+    buffers; past that the oldest is dropped)."""
     __slots__ = ("_by_value", "_maps", "_views")
     LIMIT = 64
 
@@ -65,7 +66,7 @@ class TensorMaps:
         self._views, self._maps, self._by_value = views, {}, by_value
 
     def __call__(self, a: int, b: int) -> tuple:
-        """(map of A at ``a``, map of B at ``b``) as kernel arguments passed by value."""
+        """(map of A at ``a``[, map of B at ``b``]) as kernel arguments passed by value."""
         maps = self._maps.get((a, b))
         if maps is None:
             if len(self._maps) >= self.LIMIT:

@@ -1,4 +1,4 @@
-"""Which operands the Tensor Memory Accelerator (TMA, sm_90) can load, and the 2-D view it loads them as.
+"""Which operands the Tensor Memory Accelerator (TMA, sm_90) can load, and the view it loads them as.
 
 A warp-specialised wgmma kernel (``ws``) has a producer warpgroup copy A and B into shared memory with
 cp.async, 16 bytes a thread. Where an operand is a plain 2-D matrix — its modes in the row group
@@ -7,6 +7,12 @@ merge into one, its modes in K into another, one of the two has stride 1 and the
 the 128-byte-swizzled layout wgmma reads (kernels/tma.cuh), rows and K past the end filled with
 zeros. Both operands must qualify (the stage's barrier counts either bytes or copies), and neither
 may have an op or a box-transposed tile (the producer would have to touch the data).
+
+In an mma.sync kernel (no producer warpgroup), A's tile can be one box of A itself, up to five of its
+modes at once (:class:`TmaBox`): where the tile's rows are whole low parts of A's modes, A's stride-1
+mode first (a box-tiled M: 16 x 16 elements of two modes), and its K tile a run of one mode. One
+thread then asks for the whole stage instead of every thread copying 16 bytes at a time through the
+index tables (kernels/tma.cuh, TmaBoxLoader).
 """
 from __future__ import annotations
 
@@ -20,6 +26,11 @@ _MAX_BOX = 256                       # elements per box side
 _MAX_COORDINATE = 2**31 - 1          # box coordinates are 32-bit signed
 
 
+_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}   # box row bytes -> CUtensorMapSwizzle (0: none)
+_MAX_BOX_ROW = 128   # bytes: longer rows put ldmatrix's eight on the same banks (no swizzle spans them)
+_MAX_RANK = 5
+
+
 @dataclass(frozen=True)
 class TmaOperand:
     """One operand as the TMA sees it: a 2-D matrix of ``extents`` (inner, outer) elements, the outer
@@ -30,6 +41,38 @@ class TmaOperand:
     extents: tuple       # (inner, outer) elements
     outer_stride: int    # bytes
     box: tuple           # (inner, outer) elements
+
+    @property
+    def byte_strides(self) -> tuple:
+        return (self.outer_stride,)
+
+    @property
+    def swizzle(self) -> int:
+        return _SWIZZLE[128]   # the layout wgmma reads
+
+
+@dataclass(frozen=True)
+class TmaBox:
+    """An operand tile as one box of the tensor: dimensions (the tensor's modes) innermost first —
+    the stride-1 mode, the K tile's mode, the tile's other row modes, then the rest — with
+    ``extents`` (elements), ``byte_strides`` (of dimensions 1 on), ``box`` (elements a stage loads).
+    ``row_coordinates`` and ``k_coordinates`` give, per dimension, how much each mode of the M (K)
+    table moves that dimension's coordinate (0 for modes of other dimensions and for the tile's
+    own rows, which start at 0): the kernel's coordinates of a tile are index tables with these strides."""
+    tensor: str
+    dtype: str
+    extents: tuple
+    byte_strides: tuple
+    box: tuple
+    row_coordinates: tuple   # per dimension, a stride per mode of the row table
+    k_coordinates: tuple     # per dimension, a stride per mode of the K table
+
+    @property
+    def swizzle(self) -> int:
+        return _SWIZZLE.get(self.box[0] * _ITEMSIZE[self.dtype], 0)
+
+
+_ITEMSIZE = {"f16": 2, "bf16": 2}
 
 
 def merged_mode(table, tensor: str):
@@ -77,3 +120,76 @@ def tma_operands(plan, cfg: KernelConfig, layouts) -> tuple | None:
         return None
     views = tuple(tma_operand(plan, cfg, t, x) for t, x in zip("AB", layouts))
     return views if all(views) else None
+
+
+def _dimensions(table, tensor: str) -> list:
+    """[(mode key, index in ``table``, scale)] for ``tensor``'s modes in ``table``: box tiling splits a
+    mode ``x`` into ``x%t`` (scale 1) and ``x/t`` (scale t), which share the key ``x``."""
+    out = []
+    for i, (mode, stride) in enumerate(zip(table.modes, table.strides_of(tensor))):
+        if stride == 0:
+            continue
+        last = mode[-1] if len(mode) > 1 else None
+        split = isinstance(last, str) and last[:1] in "%/" and last[1:].isdigit()
+        key = mode[:-1] if split else mode
+        out.append((key, i, int(last[1:]) if split and last[0] == "/" else 1))
+    return out
+
+
+def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None:
+    """A's tile under ``cfg`` as one TMA box of A (see the module docstring), or None where it is not
+    one: an mma.sync kernel on sm_90 without a producer warpgroup over one batch; A 16-bit, M-major
+    (``layout``, gett.codegen.OperandLayout), without an op, 16-byte aligned; the tile's BM rows
+    exactly the low parts of M's first modes, the first A's stride-1 mode in rows of 16 to 128 bytes;
+    the K tile inside K's first mode; at most five modes, every stride a positive multiple of 16 bytes."""
+    desc = plan.descriptors["A"]
+    if (cfg.math != "mma16" or cfg.ws or plan.batch != 1 or not arch or not arch.startswith("sm_")
+            or int(arch[3:5]) < 90 or desc.dtype.name not in _ITEMSIZE or plan.ops.op_a is not None
+            or not layout.row_contig or not layout.is_async or layout.step != 1 or desc.alignment < 16):
+        return None
+    m_table, k_table = plan.tables["M"], plan.tables["K"]
+    m_parts, k_parts = _dimensions(m_table, "A"), _dimensions(k_table, "A")
+    if not m_parts or not k_parts or len(m_parts) != len(m_table.extents) or len(k_parts) != len(k_table.extents):
+        return None
+    # the tile's rows: the first modes of M, whose extents multiply to BM
+    rows, in_tile = 1, 0
+    while in_tile < len(m_table.extents) and rows < cfg.bm:
+        rows *= m_table.extents[in_tile]
+        in_tile += 1
+    k0 = k_table.extents[0]
+    if rows != cfg.bm or not (k0 % cfg.bk == 0 or len(k_table.extents) == 1) or k0 < cfg.bk:
+        return None
+    # the dimensions: each mode key once, with its scale-1 part's stride; every part's stride must be
+    # that stride times its scale
+    strides, extents = {}, {}
+    for (key, i, scale), table in [(p, m_table) for p in m_parts] + [(p, k_table) for p in k_parts]:
+        stride = table.strides_of("A")[i]
+        if scale == 1:
+            if key in strides:
+                return None
+            strides[key] = stride
+        extents[key] = extents.get(key, 1) * table.extents[i]
+    for (key, i, scale), table in [(p, m_table) for p in m_parts] + [(p, k_table) for p in k_parts]:
+        if key not in strides or table.strides_of("A")[i] != strides[key] * scale:
+            return None
+    tile_rows = [m_parts[i] for i in range(in_tile)]
+    if any(scale != 1 for _, _, scale in tile_rows) or k_parts[0][2] != 1 or strides[tile_rows[0][0]] != 1:
+        return None
+    first = [tile_rows[0][0], k_parts[0][0]] + [key for key, _, _ in tile_rows[1:]]
+    order = first + sorted((k for k in strides if k not in first), key=lambda k: strides[k])
+    item = desc.dtype.itemsize
+    box = {key: m_table.extents[i] for key, i, _ in tile_rows} | {k_parts[0][0]: cfg.bk}
+    boxes = tuple(box.get(k, 1) for k in order)
+    if (len(order) > _MAX_RANK or len(set(first)) != len(first) or boxes[0] * item % 16
+            or boxes[0] * item > _MAX_BOX_ROW or max(boxes) > _MAX_BOX or any(strides[k] <= 0 or strides[k] * item % 16 for k in order[1:])
+            or any(extents[k] > _MAX_COORDINATE for k in order)):
+        return None
+
+    def coordinates(table, parts, skip):
+        by_index = {i: (key, scale) for key, i, scale in parts}
+        return tuple(tuple(by_index[i][1] if by_index[i][0] == k and i not in skip else 0
+                           for i in range(len(table.extents))) for k in order)
+    # the tile's own rows start at 0 in every tile: they add no coordinate
+    return TmaBox("A", desc.dtype.name, tuple(extents[k] for k in order),
+                  tuple(strides[k] * item for k in order[1:]), boxes,
+                  coordinates(m_table, m_parts, skip=set(range(in_tile))), coordinates(k_table, k_parts, skip=set()))

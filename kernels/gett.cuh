@@ -65,9 +65,11 @@ struct Gett {
   static constexpr int EPI_TILE_ALIGNED = (EPI_TILE_BYTES + 15) / 16 * 16;
   static constexpr int EPI_BYTES = EPI_TILE_ALIGNED + 2 * (BM + BN) * int(sizeof(Offset));
   static constexpr int TILE_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
-  // Warp-specialised kernels keep two mbarriers per stage after the tiles.
+  // Warp-specialised kernels keep two mbarriers per stage after the tiles, kernels whose A tile is a
+  // TMA box one (the stage's bytes landed).
   static constexpr int BARRIER_OFFSET = (TILE_BYTES + 7) / 8 * 8;
-  static constexpr int SMEM_BYTES = WS ? BARRIER_OFFSET + 2 * STAGES * 8 : TILE_BYTES;
+  static constexpr int SMEM_BYTES = WS ? BARRIER_OFFSET + 2 * STAGES * 8
+                                  : LoadA::kTma ? BARRIER_OFFSET + STAGES * 8 : TILE_BYTES;
   static constexpr int PRODUCER_THREADS = 128;   // the producer warpgroup (WS)
   static constexpr int BLOCK_THREADS = THREADS + (WS ? PRODUCER_THREADS : 0);
   // Split-K partials run along D's stride-1 mode where that is M's first mode (a plain walk of M), so
@@ -76,6 +78,7 @@ struct Gett {
   static_assert(!TMA || (WS && LoadA::kSwizzle128 && LoadB::kSwizzle128 && !LoadA::kHasOp && !LoadB::kHasOp &&
                          !LoadA::kTransposes && !LoadB::kTransposes),
                 "TMA loads plain swizzled tiles in the producer warpgroup (no ops, no transpositions)");
+  static_assert(!LoadA::kTma || (!WS && !TMA && !LoadB::kTma), "a TMA box tile is A's, in a kernel without a producer");
 
   __device__ __forceinline__ static void run(const typename P::TA* __restrict__ A,
                                              const typename P::TB* __restrict__ B,
@@ -149,7 +152,7 @@ struct Gett {
       consume(math, k_tiles, full, empty);
     } else {
       math.init(tid);
-      mainloop(math, A, B, m0, n0, k_first, k_tiles, tid);
+      mainloop(math, A, B, m0, n0, k_first, k_tiles, tid, map_a);
     }
     if constexpr (SPLIT == 1) {
       epilogue(math, C, D, m0, n0, alpha, beta, tid);
@@ -182,12 +185,24 @@ struct Gett {
   static constexpr int MATH_BATCH = 2;
   // Every thread loads and computes: a STAGES-deep cp.async (or register-staged) pipeline with one
   // barrier per K tile.
+  // A TMA box tile (LoadA::kTma) is loaded by one thread through map_a; every thread waits for its
+  // stage's barrier before the stage's __syncthreads.
   __device__ __forceinline__ static void mainloop(Math& math, const typename P::TA* __restrict__ A,
                                                   const typename P::TB* __restrict__ B, long long m0, long long n0,
-                                                  int k_first, int k_tiles, int tid) {
+                                                  int k_first, int k_tiles, int tid, const TensorMap* map_a) {
     LoadA load_a;
     LoadB load_b;
-    load_a.init(A, m0, P::M, P::K, tid);
+    if constexpr (LoadA::kTma) {
+      unsigned long long* full = reinterpret_cast<unsigned long long*>(smem_base() + BARRIER_OFFSET);
+      if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) mbarrier_init(&full[s], 1);   // one arrival, then the bytes
+        fence_proxy_async();   // the barriers, initialised, seen by the TMA unit
+      }
+      __syncthreads();
+      load_a.init(map_a, full, m0, k_first, tid);
+    } else {
+      load_a.init(A, m0, P::M, P::K, tid);
+    }
     load_b.init(B, n0, P::N, P::K, tid);
     // Asynchronous math (wgmma) keeps one tile's MMAs in flight across the barrier, so a stage is
     // free again only two iterations after its MMAs began: cp.async loads one tile fewer ahead.
@@ -218,6 +233,7 @@ struct Gett {
     for (int kt = 0; kt < k_tiles; ++kt) {
       const int stage = kt % STAGES;
       cp_async_wait<AHEAD - 1>();
+      if constexpr (LoadA::kTma) load_a.wait(kt);
       load_a.template transform<MATH_BATCH>(stage_a(stage), k_first + kt);
       load_b.template transform<MATH_BATCH>(stage_b(stage), k_first + kt);
       if constexpr (LoadA::kTransposes || LoadB::kTransposes) {

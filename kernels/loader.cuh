@@ -28,6 +28,7 @@ struct TileLoader {
   static constexpr bool kAsync = ASYNC;
   static constexpr bool kSwizzle128 = SWIZZLE128;
   static constexpr bool kHasOp = !Op::is_identity;
+  static constexpr bool kTma = false;   // see TmaBoxLoader (tma.cuh)
   static constexpr int PAD = SWIZZLE128 ? 0 : (16 / int(sizeof(T))) > 0 ? 16 / int(sizeof(T)) : 1;
   static constexpr int LD = ROW_CONTIG ? BR + PAD : BK + PAD;        // elements between shared rows
   static constexpr int STAGE_ELEMS = ROW_CONTIG ? BK * LD : BR * LD;

@@ -90,16 +90,16 @@ struct Mma16Math : WarpFragments<float, 16, 4, BN, WM, WN> {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const int m0 = wm0 + mt * 16;
-        if constexpr (LoadA::kRowContig)   // shared [k][m]: matrices (m0|m0+8) x (k|k+8), transposed
-          ldmatrix_x4<true>(a[mt], sA + (kk + r + (j >> 1) * 8) * LoadA::LD + m0 + (j & 1) * 8);
+        if constexpr (LoadA::kRowContig)   // M-major: matrices (m0|m0+8) x (k|k+8), transposed
+          ldmatrix_x4<true>(a[mt], sA + LoadA::smem_index(m0 + (j & 1) * 8, kk + r + (j >> 1) * 8));
         else
           ldmatrix_x4<false>(a[mt], sA + (m0 + lane % 16) * LoadA::LD + kk + (lane / 16) * 8);
       }
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         const int n0 = wn0 + np * 16;   // two n8 tiles: regs {b0, b1} of tile 2np, then of 2np+1
-        if constexpr (LoadB::kRowContig)   // shared [k][n]
-          ldmatrix_x4<true>(b[np], sB + (kk + r + (j & 1) * 8) * LoadB::LD + n0 + (j >> 1) * 8);
+        if constexpr (LoadB::kRowContig)   // N-major
+          ldmatrix_x4<true>(b[np], sB + LoadB::smem_index(n0 + (j >> 1) * 8, kk + r + (j & 1) * 8));
         else
           ldmatrix_x4<false>(b[np], sB + (n0 + r + (j >> 1) * 8) * LoadB::LD + kk + (j & 1) * 8);
       }

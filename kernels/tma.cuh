@@ -3,6 +3,7 @@
 // an mbarrier's phase. The tensor map (shape, strides, box, swizzle) is encoded on the host
 // (gett/tensor_map.py) and passed as a __grid_constant__ kernel parameter.
 #pragma once
+#include "barrier.cuh"
 #include "copy.cuh"
 
 namespace gett {
@@ -18,14 +19,24 @@ __device__ __forceinline__ void mbarrier_arrive_expect_bytes(unsigned long long*
                : "memory");
 }
 
-// The box of `map` at element coordinates (x inner, y outer) into `smem` (1024-byte aligned for the
-// 128-byte swizzle); out-of-range elements land as zeros, and count toward the bytes like the rest.
-__device__ __forceinline__ void tma_load_2d(void* smem, const TensorMap* map, int x, int y, unsigned long long* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-      ::"r"(smem_address(smem)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
-      "r"(smem_address(bar))
-      : "memory");
+// The box of `map` whose first element has coordinates c (innermost dimension first) into `smem`
+// (1024-byte aligned for the 128-byte swizzle); out-of-range elements land as zeros, and count toward
+// the bytes like the rest.
+template <int RANK>
+__device__ __forceinline__ void tma_load(void* smem, const TensorMap* map, const int (&c)[RANK], unsigned long long* bar) {
+  static_assert(RANK >= 1 && RANK <= 5, "tensor maps have 1 to 5 dimensions");
+  const unsigned dst = smem_address(smem), b = smem_address(bar);
+  const unsigned long long m = reinterpret_cast<unsigned long long>(map);
+#define GETT_TMA_LOAD(N, COORDS, ...)                                                                               \
+  asm volatile("cp.async.bulk.tensor." #N "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, " \
+               COORDS "], [%2];\n" ::"r"(dst), "l"(m), "r"(b), __VA_ARGS__ : "memory")
+  if constexpr (RANK == 1) GETT_TMA_LOAD(1, "{%3}", "r"(c[0]));
+  if constexpr (RANK == 2) GETT_TMA_LOAD(2, "{%3, %4}", "r"(c[0]), "r"(c[1]));
+  if constexpr (RANK == 3) GETT_TMA_LOAD(3, "{%3, %4, %5}", "r"(c[0]), "r"(c[1]), "r"(c[2]));
+  if constexpr (RANK == 4) GETT_TMA_LOAD(4, "{%3, %4, %5, %6}", "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+  if constexpr (RANK == 5)
+    GETT_TMA_LOAD(5, "{%3, %4, %5, %6, %7}", "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]));
+#undef GETT_TMA_LOAD
 }
 
 // One stage of an operand tile of ROWS x BK 16-bit elements: K-major tiles are one box of BK x ROWS
@@ -37,10 +48,83 @@ __device__ __forceinline__ void tma_load_tile(T* stage, const TensorMap* map, in
   static_assert(sizeof(T) == 2 && BK == 64, "TMA tiles: 16-bit elements, K tiles of one 128-byte line");
   if constexpr (ROW_CONTIG) {
 #pragma unroll
-    for (int j = 0; j < ROWS / 64; ++j) tma_load_2d(stage + j * 64 * BK, map, row0 + 64 * j, k0, bar);
+    for (int j = 0; j < ROWS / 64; ++j) tma_load<2>(stage + j * 64 * BK, map, {row0 + 64 * j, k0}, bar);
   } else {
-    tma_load_2d(stage, map, k0, row0, bar);
+    tma_load<2>(stage, map, {k0, row0}, bar);
   }
 }
+
+// The coordinates of a linear index (a tile's first row, or its first K position) in each dimension
+// of a tensor map: one index table per dimension, whose strides count that dimension's elements.
+template <class... Dims>
+struct Coordinates {
+  static constexpr int RANK = sizeof...(Dims);
+  template <class Index>
+  __device__ __forceinline__ static void add(Index i, int (&c)[RANK]) {
+    int d = 0;
+    ((c[d++] += int(Dims::offset(i))), ...);
+  }
+};
+
+// An operand tile that is one box of its tensor (gett/tma.py, TmaBox): one thread asks the TMA for the
+// whole stage, the stage's mbarrier counts its bytes, and every thread waits on that barrier before
+// the stage's barrier of the main loop. The box lands innermost dimension first: BOX0 rows (the
+// tensor's stride-1 mode), then the K tile, then the tile's other row modes, so row r at depth k sits
+// at r % BOX0 + BOX0 * (k + BK * (r / BOX0)); a box row of 32, 64 or 128 bytes has its 16-byte chunks
+// swizzled (XOR with the bits of the 128-byte line), so ldmatrix's eight rows hit different banks.
+template <class T, class IndexRow, class IndexK, class RowCoords, class KCoords, int BR, int BK, int BOX0, int STAGES>
+struct TmaBoxLoader {
+  static_assert(RowCoords::RANK == KCoords::RANK, "one coordinate table per dimension of the map");
+  static_assert(BR % BOX0 == 0 && BOX0 * int(sizeof(T)) % 16 == 0, "box rows of whole 16-byte chunks tile the tile");
+  using Element = T;
+  static constexpr bool kRowContig = true, kAsync = true, kSwizzle128 = false, kHasOp = false, kTransposes = false;
+  static constexpr bool kTma = true;
+  static constexpr int STAGE_ELEMS = BR * BK;
+  static constexpr int RANK = RowCoords::RANK;
+  static constexpr int ROW_BYTES = BOX0 * int(sizeof(T));
+  static constexpr int SWIZZLE_BYTES = ROW_BYTES == 32 || ROW_BYTES == 64 || ROW_BYTES == 128 ? ROW_BYTES : 0;
+
+  const TensorMap* map;
+  unsigned long long* full;   // STAGES barriers: the CTA's t-th K tile completes a phase of full[t % STAGES]
+  int row[RANK];              // the tile's first row in every dimension
+  int k_first;                // the CTA's first K tile (split K)
+  bool leader;
+
+  __device__ __forceinline__ void init(const TensorMap* map_, unsigned long long* full_, long long row0, int k_first_,
+                                       int tid) {
+    map = map_;
+    full = full_;
+    k_first = k_first_;
+    leader = tid == 0;
+#pragma unroll
+    for (int d = 0; d < RANK; ++d) row[d] = 0;
+    RowCoords::add(IndexRow(row0), row);
+  }
+
+  // CU_TENSOR_MAP_SWIZZLE_32B/64B/128B: chunk bits 4.. of the byte offset XOR the line bits 7.. .
+  __device__ __forceinline__ static int smem_index(int r, int k) {
+    int b = (r % BOX0 + BOX0 * (k + BK * (r / BOX0))) * int(sizeof(T));
+    if constexpr (SWIZZLE_BYTES > 0) b ^= (b >> 3) & (SWIZZLE_BYTES - 16);
+    return b / int(sizeof(T));
+  }
+
+  __device__ __forceinline__ void issue(T* stage, int kt) {
+    if (!leader) return;
+    int c[RANK];
+#pragma unroll
+    for (int d = 0; d < RANK; ++d) c[d] = row[d];
+    KCoords::add(IndexK(kt) * IndexK(BK), c);
+    unsigned long long* bar = &full[(kt - k_first) % STAGES];
+    mbarrier_arrive_expect_bytes(bar, STAGE_ELEMS * int(sizeof(T)));
+    tma_load<RANK>(stage, map, c, bar);
+  }
+  // Until the CTA's t-th K tile has landed in its stage.
+  __device__ __forceinline__ void wait(int t) const { mbarrier_wait(&full[t % STAGES], (t / STAGES) & 1); }
+
+  // Nothing to do after landing or after the math: the TMA writes the stage as the math reads it.
+  template <int BATCH>
+  __device__ __forceinline__ void transform(T*, int) {}
+  __device__ __forceinline__ void store(T*) {}
+};
 
 }  // namespace gett

@@ -519,6 +519,57 @@ def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, spli
     assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 1e-5
 
 
+# (subscripts, extents, (BM, BN, BK), stages, split): mma.sync tiles whose A tile is one TMA box of A
+TMA_BOX_TILES = [
+    ("efbad,cf->abcde", (48, 5, 24, 7, 32, 32), (256, 32, 32), 3, 1),    # #6: 16 x 16, K in one tile
+    ("ecbfa,fd->abcde", (32, 3, 4, 21, 48, 40), (256, 32, 32), 3, 1),    # #7: K past its last tile, N = 21
+    ("dbea,ec->abcd", (48, 3, 21, 24, 200), (576, 32, 32), 3, 1),        # #3: 24 x 24, 7 K tiles over 3 stages
+    ("dbea,ec->abcd", (48, 3, 21, 24, 200), (576, 32, 32), 2, 3),        # the same over 3 CTAs of K
+    ("aebfc,efd->abcd", (8, 32, 5, 40, 32, 3), (256, 32, 32), 3, 1),      # rows of 16 bytes, K of two modes
+    ("aebfc,efd->abcd", (32, 8, 5, 40, 32, 3), (256, 64, 32), 3, 1),      # 64 bytes (64-byte swizzle)
+    ("aebfc,efd->abcd", (64, 4, 5, 40, 64, 3), (256, 32, 64), 2, 1),      # 128 bytes, BK 64
+]
+
+
+@pytest.mark.parametrize("subscripts,extents,tile,stages,split", TMA_BOX_TILES,
+                         ids=[f"{t[0]}-{t[2][0]}x{t[2][2]}-s{t[3]}-k{t[4]}" for t in TMA_BOX_TILES])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_tma_box_tiles(subscripts, extents, tile, stages, split, dtype):
+    """mma.sync kernels whose A tile is one box of A loaded by the TMA (gett.tma.tile_box): the TCCG box
+    tiles (16 x 16, 24 x 24 of two M modes), rows of 16 to 128 bytes (every swizzle), K past its last
+    tile (zero-filled), the stage barriers' phases over several rounds, split K; beta != 0 and a NaN-
+    poisoned D, against numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA needs an sm_90 GPU")
+    torch = pytest.importorskip("torch") if dtype == "bf16" else None
+    from gett.config import KernelConfig
+    from gett.tma import TmaBox
+    ext = dict(zip("abcdefg", extents))
+    rng = np.random.default_rng(21)
+    inputs, out = subscripts.split("->")
+    (ma, mb), mc = inputs.split(","), out
+
+    def tensor(modes, fill=None):   # column-major (the first mode stride-1, as in TCCG): values, device array
+        shape = [ext[x] for x in modes]
+        x = random_values(rng, int(np.prod(shape)), "f32").reshape(shape[::-1]) if fill is None \
+            else np.full(shape[::-1], fill, np.float32)
+        if torch is not None:
+            t = torch.from_numpy(x).to("cuda", torch.bfloat16)
+            return t.float().cpu().numpy().transpose(), t.permute(*range(len(shape) - 1, -1, -1))
+        return x.astype(np.float16).astype(np.float64).transpose(), cp.asarray(x.astype(np.float16)).transpose()
+    (a, A), (b, B), (c, C), (_, D) = tensor(ma), tensor(mb), tensor(mc), tensor(mc, np.nan)
+    cfg = KernelConfig("mma16", *tile, stages, wm=32, wn=32, split_k=split)
+    plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg)
+    kernel = plan.kernel()
+    assert kernel.config == cfg and isinstance(kernel.tma[0], TmaBox) and len(kernel.tma) == 1
+    gett.contract(plan, 1.5, A, B, 0.5, C, D)
+    expect = 1.5 * np.einsum(subscripts, a.astype(np.float64), b.astype(np.float64)) + 0.5 * c.astype(np.float64)
+    got = (D.float().cpu().numpy() if torch is not None else cp.asnumpy(D)).astype(np.float64)
+    assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
+    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+    assert err < (1e-2 if dtype == "bf16" else 2e-3), f"relative error {err:.2e}"
+
+
 @pytest.mark.parametrize("order", ["C", "F"], ids=["d-n-fast", "d-m-fast"])
 @pytest.mark.parametrize("dtype", ["f16", "f32", "f64", "c64", "i32"])
 def test_split_k_matches_numpy_and_is_deterministic(dtype, order):

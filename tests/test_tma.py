@@ -1,6 +1,7 @@
 """TMA loads without a GPU: which operands the TMA can load and as what 2-D view (gett.tma), the kernels
 that take tensor maps (rendered and compiled by NVRTC for sm_90a), the launcher's map cache, and the
 heuristic's wide tile for the GEMM-like plans that use them."""
+import numpy as np
 import pytest
 
 import gett
@@ -10,7 +11,7 @@ from gett.config import KernelConfig, default_config
 from gett.errors import DeviceError
 from gett.layout import IndexTable
 from gett.tiling import tile_plan
-from gett.tma import TmaOperand, merged_mode, tma_operands
+from gett.tma import TmaBox, TmaOperand, merged_mode, tile_box, tma_operands
 
 D = gett.TensorDescriptor
 WIDE = KernelConfig("wgmma", 128, 256, 64, 4, ws=True)
@@ -113,3 +114,147 @@ def test_wide_tiles_narrow_to_240_columns_where_b_is_k_major_and_no_wave_is_adde
     assert (n_major.bn, n_major.group_m) == (256, 16)
     one_more_wave = default_config(gemm(128 * 33, 1024, 4096, b_modes="nk"), "sm_90")   # 132 tiles of 256, 165 of 240
     assert one_more_wave.bn == 256
+
+
+# --- A's tile as one box of A (mma.sync kernels, gett.tma.tile_box) ---------------------------------
+
+def column_major(modes, ext, dtype="f16"):
+    """A descriptor over ``modes`` with the first mode stride-1, as in TCCG."""
+    shape = [ext[x] for x in modes]
+    return D(tuple(shape), tuple(int(s) for s in np.cumprod([1, *shape[:-1]])), dtype)
+
+
+def box_contraction(subscripts, ext, cfg, dtype="f16", **kw):
+    """The plan of ``subscripts`` (einsum-like) over column-major tensors of extents ``ext``."""
+    (ma, mb), md = subscripts.split("->")[0].split(","), subscripts.split("->")[1]
+    return gett.plan_contraction(column_major(ma, ext, dtype), ma, column_major(mb, ext, dtype), mb,
+                                 column_major(md, ext, dtype), md, config=cfg, **kw)
+
+
+def box_plan(subscripts, ext, cfg, dtype="f16", arch="sm_90", **kw):
+    """(the box-tiled plan, A's box view or None) for ``cfg`` on ``arch``."""
+    tiled = tile_plan(box_contraction(subscripts, ext, cfg, dtype, **kw), cfg)
+    return tiled, tile_box(tiled, cfg, operand_layouts(tiled, cfg)[0], arch)
+
+
+MMA_256 = KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32)
+MMA_576 = KernelConfig("mma16", 576, 32, 32, 3, wm=32, wn=32)
+# (subscripts, extents, configuration, box row bytes): the TCCG shapes the heuristic boxes, and plain
+# M-major tiles whose rows are two whole modes (box rows of 16 to 128 bytes, so every swizzle)
+BOX_CASES = [
+    ("efbad,cf->abcde", {"a": 48, "b": 5, "c": 24, "d": 7, "e": 32, "f": 32}, MMA_256, 32),     # TCCG #6: 16 x 16 boxes
+    ("ecbfa,fd->abcde", {"a": 32, "b": 3, "c": 4, "d": 24, "e": 48, "f": 40}, MMA_256, 32),     # TCCG #7: K after two M modes
+    ("dbea,ec->abcd", {"a": 48, "b": 3, "c": 21, "d": 24, "e": 200}, MMA_576, 48),           # TCCG #3: 24 x 24, K in 7 tiles
+    ("aebfc,efd->abcd", {"a": 8, "b": 32, "c": 5, "d": 24, "e": 32, "f": 3}, MMA_256, 16),    # K of two modes
+    ("aebfc,efd->abcd", {"a": 32, "b": 8, "c": 5, "d": 24, "e": 32, "f": 3}, MMA_256, 64),
+    ("aebfc,efd->abcd", {"a": 64, "b": 4, "c": 5, "d": 24, "e": 32, "f": 3}, MMA_256, 128),
+]
+
+
+def emulate_box_load(view, tiled, m0, k0):
+    """The stage the TMA writes for the tile at row m0, depth k0, as this module describes the box:
+    values are A's element offsets + 1 (0 where the box runs past A), at their swizzled positions."""
+    item = {"f16": 2, "bf16": 2}[view.dtype]
+    strides = (1,) + tuple(s // item for s in view.byte_strides)
+
+    def coordinate(table, per_dim, x):
+        digits = [x // dv % e for dv, e in zip(table.divisors, table.extents)]
+        return [sum(dg * s for dg, s in zip(digits, dim)) for dim in per_dim]
+    start = [r + k for r, k in zip(coordinate(tiled.tables["M"], view.row_coordinates, m0),
+                                   coordinate(tiled.tables["K"], view.k_coordinates, k0))]
+    stage = np.zeros(int(np.prod(view.box)), np.int64)
+    for pos, idx in enumerate(np.ndindex(*view.box[::-1])):
+        c = [s + i for s, i in zip(start, idx[::-1])]
+        if all(x < e for x, e in zip(c, view.extents)):
+            stage[_swizzled(pos, view)] = 1 + sum(x * s for x, s in zip(c, strides))
+    return stage
+
+
+def _swizzled(pos, view):
+    """kernels/tma.cuh, TmaBoxLoader::smem_index's swizzle of an element position."""
+    b = pos * 2
+    row = view.box[0] * 2
+    if row in (32, 64, 128):
+        b ^= (b >> 3) & (row - 16)
+    return b // 2
+
+
+@pytest.mark.parametrize("subscripts,ext,cfg,row_bytes", BOX_CASES, ids=[c[0] + str(c[3]) for c in BOX_CASES])
+def test_a_box_stage_holds_the_tile_the_index_tables_name(subscripts, ext, cfg, row_bytes):
+    """Emulating the TMA on the view (coordinates of the tile from the M and K tables, the box innermost
+    dimension first, the swizzle), row r at depth k of the stage, at r % B0 + B0 (k + BK (r / B0)),
+    is A's element at the tables' offsets for row m0 + r, depth k0 + k; zeros past K's end. First,
+    middle and last tiles, every K tile of the first."""
+    tiled, view = box_plan(subscripts, ext, cfg)
+    assert view is not None and view.box[0] * 2 == row_bytes
+    assert view.swizzle == {32: 1, 64: 2, 128: 3}.get(row_bytes, 0)
+    m_tiles, k_tiles = tiled.m // cfg.bm, -(-tiled.k // cfg.bk)
+    b0 = view.box[0]
+    r, k = np.meshgrid(np.arange(cfg.bm), np.arange(cfg.bk), indexing="ij")
+    where = np.vectorize(lambda p: _swizzled(p, view))(r % b0 + b0 * (k + cfg.bk * (r // b0)))
+    for mt, kt in {(0, 0), (m_tiles // 2, 0), (m_tiles - 1, k_tiles - 1)} | {(0, t) for t in range(k_tiles)}:
+        m0, k0 = mt * cfg.bm, kt * cfg.bk
+        stage = emulate_box_load(view, tiled, m0, k0)
+        rows = tiled.tables["M"].offsets("A", m0 + np.arange(cfg.bm))
+        ks = np.arange(k0, k0 + cfg.bk)
+        depth = tiled.tables["K"].offsets("A", np.minimum(ks, tiled.k - 1))
+        expect = np.where(ks[None, :] < tiled.k, 1 + rows[:, None] + depth[None, :], 0)
+        np.testing.assert_array_equal(stage[where], expect, err_msg=f"tile m0={m0} k0={k0}")
+
+
+def test_tccg_6_loads_its_a_tile_as_a_5d_box():
+    """TCCG #6 ``abcde-efbad-cf``: A[e,f,b,a,d] and D[a,b,c,d,e] want different M modes innermost, so M's
+    tile is 16 of e by 16 of a. The box: e (16, A's stride-1 mode), f (the K tile), a (16), then b and d
+    one at a time; the tile's coordinates come from e/16, a/16, b and d of the M table."""
+    tiled, view = box_plan(*BOX_CASES[0][:3])
+    assert view.extents == (32, 32, 48, 5, 7) and view.box == (16, 32, 16, 1, 1)
+    assert view.byte_strides == (2 * 32, 2 * 32 * 32 * 5, 2 * 32 * 32, 2 * 32 * 32 * 5 * 48)
+    m = tiled.tables["M"]
+    assert [x[:1] for x in m.modes] == [("e",), ("a",), ("e",), ("b",), ("d",), ("a",)]
+    assert view.row_coordinates == ((0, 0, 16, 0, 0, 0), (0,) * 6, (0, 0, 0, 0, 0, 16), (0, 0, 0, 1, 0, 0),
+                                    (0, 0, 0, 0, 1, 0))
+    assert view.k_coordinates == ((0,), (1,), (0,), (0,), (0,))
+
+
+@pytest.mark.parametrize("change,why", [
+    ({"arch": "sm_80"}, "no TMA before sm_90"),
+    ({"subscripts": "bda,dc->abc", "ext": {"a": 40, "b": 40, "c": 24, "d": 64}}, "256 rows of 8 x 8 boxes: not one box"),
+    ({"cfg": KernelConfig("simt", 256, 32, 8, 3, tm=8, tn=4)}, "SIMT math reads its own layout"),
+    ({"op_a": lambda x: 2 * x}, "an op on A: the loading thread would have to transform it"),
+    ({"subscripts": "befa,cf->abce"}, "A K-major: the M tile's rows are not A's stride-1 mode"),
+    ({"dtype": "f32"}, "32-bit data"),
+])
+def test_a_tiles_that_are_not_a_box_load_as_before(change, why):
+    change = dict(change)
+    subscripts, ext = change.pop("subscripts", BOX_CASES[0][0]), change.pop("ext", BOX_CASES[0][1])
+    assert box_plan(subscripts, ext, change.pop("cfg", MMA_256), **change)[1] is None, why
+
+
+def test_the_box_kernel_takes_one_tensor_map_and_compiles_for_sm_90():
+    """The kernel of a box tile takes A's map only (B copies by cp.async), declares one barrier a stage
+    after its tiles, and compiles (NVRTC) without spills; for sm_80 the same plan renders the old loader."""
+    plan, _ = box_plan(*BOX_CASES[0][:3])
+    src, smem, _ = render_kernel(plan, MMA_256, arch="sm_90")
+    assert src.count("const __grid_constant__ gett::TensorMap") == 1 and "&map_a)" in src
+    assert "gett::TmaBoxLoader<" in src and "gett::TileLoader<Problem::TB" in src
+    # the epilogue tile (32 x 264 halves) and offsets (2 x 288 ints) outgrow the stage, then three barriers
+    assert smem == 32 * 264 * 2 + 2 * 288 * 4 + 3 * 8
+    old_src = render_kernel(plan, MMA_256, arch="sm_80")[0]
+    assert "TensorMap" not in old_src and "TmaBoxLoader" not in old_src
+    kernel = box_contraction(*BOX_CASES[0][:3], device_arch="sm_90").kernel("sm_90")
+    assert isinstance(kernel.tma, tuple) and len(kernel.tma) == 1 and isinstance(kernel.tma[0], TmaBox)
+    assert kernel.report.spill_stores == 0
+
+
+def test_a_box_map_is_encoded_with_its_rank_strides_box_and_swizzle(monkeypatch):
+    seen = {}
+
+    def fake(out, dtype, rank, address, dims, strides, box, element_strides, interleave, swizzle, l2, fill):
+        seen.update(rank=rank, dims=list(dims), strides=list(strides), box=list(box), swizzle=swizzle,
+                    elements=list(element_strides))
+        return 0
+    monkeypatch.setattr(tensor_map, "_encode_function", lambda: fake)
+    _, view = box_plan(*BOX_CASES[0][:3])
+    tensor_map.encode(view, 0x10000)
+    assert seen == {"rank": 5, "dims": [32, 32, 48, 5, 7], "strides": [64, 10240, 2048, 491520],
+                    "box": [16, 32, 16, 1, 1], "swizzle": 1, "elements": [1] * 5}
