@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .config import KernelConfig, loads_have_ops
 from .modes import GROUPS
-from .tma import tile_box, tma_operands
+from .tma import TmaBox, tile_box, tma_operands
 
 SM_SHARED_BYTES = 228 * 1024   # shared memory per SM on sm_90, where wgmma runs; a CTA reserves 1 KB of it
 
@@ -289,7 +289,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
         raise ValueError(f"{cfg.key()}: warp specialisation needs both operands copied asynchronously "
                          f"(A {'async' if la.is_async else 'staged'}, B {'async' if lb.is_async else 'staged'})")
     views = tma_views(plan, cfg, (la, lb), arch)
-    box = views[0] if views and len(views) == 1 else None
+    box = views[0] if views and isinstance(views[0], TmaBox) else None
     smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads
     tma = views is not None and box is None

@@ -24,11 +24,9 @@ from .config import KernelConfig
 TMA_DTYPES = {"f16": 6, "bf16": 9}   # CUtensorMapDataType of the 16-bit types wgmma reads
 _MAX_BOX = 256                       # elements per box side
 _MAX_COORDINATE = 2**31 - 1          # box coordinates are 32-bit signed
-
-
-_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}   # box row bytes -> CUtensorMapSwizzle (0: none)
-_MAX_BOX_ROW = 128   # bytes: longer rows put ldmatrix's eight on the same banks (no swizzle spans them)
-_MAX_RANK = 5
+_SWIZZLE = {32: 1, 64: 2, 128: 3}    # box row bytes -> CUtensorMapSwizzle (others: 0, none)
+_MAX_BOX_ROW = 128                   # bytes: longer rows put ldmatrix's eight on one bank (no swizzle spans them)
+_MAX_RANK = 5                        # dimensions of a tensor map
 
 
 @dataclass(frozen=True)
@@ -66,13 +64,7 @@ class TmaBox:
     box: tuple
     row_coordinates: tuple   # per dimension, a stride per mode of the row table
     k_coordinates: tuple     # per dimension, a stride per mode of the K table
-
-    @property
-    def swizzle(self) -> int:
-        return _SWIZZLE.get(self.box[0] * _ITEMSIZE[self.dtype], 0)
-
-
-_ITEMSIZE = {"f16": 2, "bf16": 2}
+    swizzle: int             # CUtensorMapSwizzle of the box's rows (kernels/tma.cuh, TmaBoxLoader)
 
 
 def merged_mode(table, tensor: str):
@@ -142,9 +134,10 @@ def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None
     (``layout``, gett.codegen.OperandLayout), without an op, 16-byte aligned; the tile's BM rows
     exactly the low parts of M's first modes, the first A's stride-1 mode in rows of 16 to 128 bytes;
     the K tile inside K's first mode; at most five modes, every stride a positive multiple of 16 bytes."""
+    from .kernel import arch_number  # gett.kernel imports this module
     desc = plan.descriptors["A"]
-    if (cfg.math != "mma16" or cfg.ws or plan.batch != 1 or not arch or not arch.startswith("sm_")
-            or int(arch[3:5]) < 90 or desc.dtype.name not in _ITEMSIZE or plan.ops.op_a is not None
+    if (cfg.math != "mma16" or cfg.ws or plan.batch != 1 or not arch or arch_number(arch) < 90
+            or desc.dtype.name not in TMA_DTYPES or plan.ops.op_a is not None
             or not layout.row_contig or not layout.is_async or layout.step != 1 or desc.alignment < 16):
         return None
     m_table, k_table = plan.tables["M"], plan.tables["K"]
@@ -180,8 +173,9 @@ def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None
     item = desc.dtype.itemsize
     box = {key: m_table.extents[i] for key, i, _ in tile_rows} | {k_parts[0][0]: cfg.bk}
     boxes = tuple(box.get(k, 1) for k in order)
-    if (len(order) > _MAX_RANK or len(set(first)) != len(first) or boxes[0] * item % 16
-            or boxes[0] * item > _MAX_BOX_ROW or max(boxes) > _MAX_BOX or any(strides[k] <= 0 or strides[k] * item % 16 for k in order[1:])
+    row_bytes = boxes[0] * item
+    if (len(order) > _MAX_RANK or len(set(first)) != len(first) or row_bytes % 16 or row_bytes > _MAX_BOX_ROW
+            or max(boxes) > _MAX_BOX or any(strides[k] <= 0 or strides[k] * item % 16 for k in order[1:])
             or any(extents[k] > _MAX_COORDINATE for k in order)):
         return None
 
@@ -192,4 +186,5 @@ def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None
     # the tile's own rows start at 0 in every tile: they add no coordinate
     return TmaBox("A", desc.dtype.name, tuple(extents[k] for k in order),
                   tuple(strides[k] * item for k in order[1:]), boxes,
-                  coordinates(m_table, m_parts, skip=set(range(in_tile))), coordinates(k_table, k_parts, skip=set()))
+                  coordinates(m_table, m_parts, skip=set(range(in_tile))), coordinates(k_table, k_parts, skip=set()),
+                  _SWIZZLE.get(row_bytes, 0))

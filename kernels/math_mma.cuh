@@ -53,10 +53,11 @@ struct WarpFragments {
         for (int e = 0; e < E; ++e) acc[i][j][e] = T(0);
   }
 
+  static constexpr int kRowRun = 1;   // no for_each_row_run: a lane's rows are 8 apart
+
   // Every accumulator, f(r, c, v) with its place in the CTA tile, a pair at a time: f(r, c, v0, v1)
   // with v1 at (r, c + 1), as every fragment holds them.
   static constexpr bool kColumnPairs = true;
-  static constexpr int kRowRun = 1;   // no for_each_row_run: a lane's rows are 8 apart
   template <class F>
   __device__ __forceinline__ void for_each_pair(F&& f) const {
 #pragma unroll

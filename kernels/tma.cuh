@@ -1,6 +1,7 @@
-// The Tensor Memory Accelerator (sm_90): one thread copies a whole box of a 2-D tensor from global to
-// shared memory, landing in the 128-byte-swizzled layout wgmma reads, and the copy's bytes complete
-// an mbarrier's phase. The tensor map (shape, strides, box, swizzle) is encoded on the host
+// The Tensor Memory Accelerator (sm_90): one thread copies a whole box of a tensor of up to five
+// dimensions from global to shared memory, and the copy's bytes complete an mbarrier's phase: wgmma
+// tiles of 2-D operands in the 128-byte-swizzled layout (tma_load_tile), and mma.sync A tiles that are
+// one box of A (TmaBoxLoader). The tensor map (shape, strides, box, swizzle) is encoded on the host
 // (gett/tensor_map.py) and passed as a __grid_constant__ kernel parameter.
 #pragma once
 #include "barrier.cuh"
@@ -108,6 +109,7 @@ struct TmaBoxLoader {
     return b / int(sizeof(T));
   }
 
+  // Start loading K tile kt into `stage` (the leader only; the others wait for it in wait()).
   __device__ __forceinline__ void issue(T* stage, int kt) {
     if (!leader) return;
     int c[RANK];
