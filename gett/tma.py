@@ -154,17 +154,16 @@ def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None
         return None
     # the dimensions: each mode key once, with its scale-1 part's stride; every part's stride must be
     # that stride times its scale
+    parts = [(p, m_table) for p in m_parts] + [(p, k_table) for p in k_parts]
     strides, extents = {}, {}
-    for (key, i, scale), table in [(p, m_table) for p in m_parts] + [(p, k_table) for p in k_parts]:
-        stride = table.strides_of("A")[i]
+    for (key, i, scale), table in parts:
         if scale == 1:
             if key in strides:
                 return None
-            strides[key] = stride
+            strides[key] = table.strides_of("A")[i]
         extents[key] = extents.get(key, 1) * table.extents[i]
-    for (key, i, scale), table in [(p, m_table) for p in m_parts] + [(p, k_table) for p in k_parts]:
-        if key not in strides or table.strides_of("A")[i] != strides[key] * scale:
-            return None
+    if any(key not in strides or table.strides_of("A")[i] != strides[key] * scale for (key, i, scale), table in parts):
+        return None
     tile_rows = [m_parts[i] for i in range(in_tile)]
     if any(scale != 1 for _, _, scale in tile_rows) or k_parts[0][2] != 1 or strides[tile_rows[0][0]] != 1:
         return None
