@@ -206,6 +206,20 @@ def tma_views(plan, cfg: KernelConfig, layouts, arch: str | None) -> tuple | Non
     return (box,) if box is not None else tma_operands(plan, cfg, layouts)
 
 
+def check_persistent(plan, cfg: KernelConfig, box, b: OperandLayout) -> None:
+    """ValueError unless a CTA can run several of ``plan``'s tiles under ``cfg`` (kernels/gett.cuh,
+    run_tiles): A's tile a TMA box (``box``, see :func:`gett.tma.tile_box`), B copied asynchronously
+    without an op, N in one tile, one batch."""
+    why = ("A's tile is not one TMA box of A (gett.tma.tile_box)" if box is None
+           else f"N = {plan.n} takes more than one tile of {cfg.bn}" if plan.n > cfg.bn
+           else f"the batch has {plan.batch} indices" if plan.batch != 1
+           else "B has an op or is staged through registers" if plan.ops.op_b is not None or not b.is_async
+           else None)
+    if why:
+        raise ValueError(f"{cfg.key()}: CTAs over several tiles (persistent) need A's tile as one TMA box, "
+                         f"B copied as it is, N in one tile and one batch; here {why}")
+
+
 def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_box: bool = False) -> int:
     """Dynamic shared memory of the kernel; mirrors gett::Gett::SMEM_BYTES (the TU static_asserts it).
     ``a_box``: A's tile is a TMA box (unpadded, a barrier per stage)."""
@@ -216,15 +230,17 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_
     ib = plan.descriptors["B"].dtype.itemsize
     k_tiles = -(-max(-(-plan.k // cfg.bk), 1) // cfg.split_k)   # K tiles of one CTA: USED_STAGES
     a_stage = cfg.bm * cfg.bk if a_box else stage_elems(a, cfg.bm, ia)
-    pipe = min(cfg.stages, k_tiles) * (a_stage * ia + stage_elems(b, cfg.bn, ib) * ib)
+    stages = cfg.stages if cfg.persistent else min(cfg.stages, k_tiles)
+    pipe = stages * (a_stage * ia + stage_elems(b, cfg.bn, ib) * ib)
     te = plan.descriptors["D"].dtype.itemsize   # the epilogue tile holds C, then D (one type)
     fast, tx, _ = epilogue_walk(plan, cfg)
     tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + epilogue_pad(plan, cfg, fast, tx)) * te
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
+    tiles = (pipe + 15) // 16 * 16 + epi if cfg.persistent else max(pipe, epi)   # EPI_OFFSET
     if cfg.ws or a_box:   # two (one) 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)
-        return (max(pipe, epi) + 7) // 8 * 8 + (16 if cfg.ws else 8) * cfg.stages
-    return max(pipe, epi)
+        return (tiles + 7) // 8 * 8 + (16 if cfg.ws else 8) * cfg.stages
+    return tiles
 
 
 def table_type(table, tensor: str) -> str:
@@ -290,6 +306,8 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
                          f"(A {'async' if la.is_async else 'staged'}, B {'async' if lb.is_async else 'staged'})")
     views = tma_views(plan, cfg, (la, lb), arch)
     box = views[0] if views and isinstance(views[0], TmaBox) else None
+    if cfg.persistent:
+        check_persistent(plan, cfg, box, lb)
     smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads
     tma = views is not None and box is None
@@ -369,7 +387,7 @@ struct Problem {{
 using LoadA = {box_loader(box) if box else loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
-using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}, {'true' if tma else 'false'}>;
+using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}, {'true' if tma else 'false'}, {'true' if cfg.persistent else 'false'}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on threads per CTA");
 }}  // namespace

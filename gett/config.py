@@ -33,6 +33,7 @@ class KernelConfig:
     split_k: int = 1     # CTAs sharing one output tile's K range (partials reduced deterministically)
     ws: bool = False     # wgmma only: a producer warpgroup loads, the others only compute (warp specialisation)
     swap: bool = False   # wgmma only: B's tile is the instruction's rows (64 a warpgroup), A's its width
+    persistent: bool = False   # mma16 only: a few CTAs per SM, each over several tiles (A a TMA box tile)
 
     @property
     def min_stages(self) -> int:
@@ -69,6 +70,9 @@ class KernelConfig:
             raise ValueError(f"warp specialisation (ws) needs the wgmma path, not {self.math}")
         if self.swap and self.math != "wgmma":
             raise ValueError(f"swapped operands (swap) need the wgmma path, not {self.math}")
+        if self.persistent and (self.math != "mma16" or self.split_k > 1):
+            raise ValueError(f"CTAs over several tiles (persistent) need the mma16 path without split K, "
+                             f"not {self.math} with split_k {self.split_k}")
         if self.math == "wgmma":
             # Swapped, the width is M's and short (few accumulators): up to four warpgroups of rows.
             rows, width, counts = ("bn", "bm", (64, 128, 256)) if self.swap else ("bm", "bn", (64, 128))
@@ -97,7 +101,8 @@ class KernelConfig:
         split = f"_k{self.split_k}" if self.split_k > 1 else ""
         ws = "_ws" if self.ws else ""
         swap = "_swap" if self.swap else ""
-        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}{swap}"
+        persistent = "_p" if self.persistent else ""
+        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}{swap}{persistent}"
 
 
 def math_path(plan) -> str:
@@ -172,7 +177,32 @@ def default_config(plan, arch: str | None = None) -> KernelConfig:
     """The heuristic: tile shape from the dtypes, GEMM extents and (when given) the target
     architecture ("sm_90" opens wgmma), then split-K for long, thin work."""
     cfg = _tile_config(plan, arch)
-    return replace(cfg, split_k=split_k_for(plan, cfg))
+    cfg = replace(cfg, split_k=split_k_for(plan, cfg))
+    return _persistent_tile(plan, cfg, arch) if cfg.math == "mma16" and cfg.split_k == 1 else cfg
+
+
+def _persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> KernelConfig:
+    """``cfg`` with CTAs over several tiles (``persistent``, 3 stages) where its A tile is one TMA box
+    (gett.tma.tile_box; the kernel's other conditions: codegen.check_persistent) and its shared memory
+    leaves one CTA per SM, which alone would load a tile and store the one before in turn. H100, f16
+    (tile_sweep, session 22): #3 ``abcd-dbea-ec`` 576 x 32 x 32 71.6 -> 57.5 us (s2 61.9, s4 57.8), #4
+    ``abcd-deca-be`` 70.2 -> 59.9 (s2 59.2, s4 59.8). Not the 256-row tiles of #6-8 (19 KB, four CTAs an
+    SM already overlap each other's loads and stores): #6 207.9 -> 222.0 us (s2), #7 223.8 -> 252.8, #8
+    180.7 -> 190.2."""
+    from .codegen import SM_SHARED_BYTES, check_persistent, shared_bytes
+    from .tiling import tile_plan
+    from .tma import tile_box
+    tiled = tile_plan(plan, cfg)
+    a, b = _layouts(plan, cfg)
+    box = tile_box(tiled, cfg, a, arch)
+    if box is None or 2 * (shared_bytes(tiled, cfg, a, b, a_box=True) + 1024) <= SM_SHARED_BYTES:
+        return cfg
+    persistent = replace(cfg, persistent=True, stages=3)
+    try:
+        check_persistent(tiled, persistent, box, b)
+    except ValueError:
+        return cfg
+    return persistent
 
 
 def has_wgmma(arch: str | None) -> bool:
@@ -254,6 +284,7 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
     if cfg.ws and cfg.split_k > 1:
         return replace(cfg, ws=False, stages=3)
     if cfg.math == "mma16":
+        cfg = replace(cfg, persistent=False)   # its A or B tile is no longer copied as it is
         if cfg.bk == 64 and round_up(plan.k, 32) < round_up(plan.k, 64):
             cfg = replace(cfg, bk=32)
         if cfg.bm == 256:

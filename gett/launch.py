@@ -13,6 +13,7 @@ from .config import output_tiles
 _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64": np.float64,
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
 _MAX_GRID_X = 2**31 - 1
+_NUM_REGS = 4            # cuda.h CU_FUNC_ATTRIBUTE_NUM_REGS: registers a thread of a loaded function
 _modules: dict = {}      # (cubin path, device) -> cupy.RawModule
 _functions: dict = {}    # (cubin path, function name, device) -> kernel function loaded on that device
 _functions_lock = threading.Lock()
@@ -48,10 +49,16 @@ def shared_carveout(kernel, registers: int, sm_shared: int = SM_SHARED_BYTES, sm
     driver's compute cache; taking 100 then cost #1 38 -> 51 us, H100, session 12 and 13.)"""
     if registers <= 0:
         return 100
-    per_cta = kernel.shared_bytes + 1024   # the driver reserves 1 KB per CTA
-    by_registers = sm_registers // (-(-registers // 8) * 8 * kernel.threads)
-    ctas = max(1, min(sm_shared // per_cta, by_registers))
-    return min(100, -(-ctas * per_cta * 100 // sm_shared))
+    ctas = resident_ctas(kernel, registers, sm_shared, sm_registers)
+    return min(100, -(-ctas * (kernel.shared_bytes + 1024) * 100 // sm_shared))
+
+
+def resident_ctas(kernel, registers: int, sm_shared: int = SM_SHARED_BYTES, sm_registers: int = 65536,
+                  sm_threads: int = 2048) -> int:
+    """CTAs of ``kernel`` one SM holds at once, by its shared memory (the driver reserves 1 KB a CTA),
+    its ``registers`` a thread (allocated in eights; unknown, ≤ 0: not counted) and its threads."""
+    by_registers = sm_registers // (-(-registers // 8) * 8 * kernel.threads) if registers > 0 else sm_threads
+    return max(1, min(sm_shared // (kernel.shared_bytes + 1024), by_registers, sm_threads // kernel.threads))
 
 
 class Launcher:
@@ -93,7 +100,13 @@ class Launcher:
                 self._reduce = _function(kernel, REDUCE_NAME, device)
                 self._reduce_grid = (min(-(-outputs // REDUCE_THREADS), 65536), 1, 1)
                 self._reduce_block = (REDUCE_THREADS, 1, 1)
-        self._grid = _grid(output_tiles(plan, cfg) * cfg.split_k)
+        ctas = output_tiles(plan, cfg) * cfg.split_k
+        if cfg.persistent:   # as many CTAs as the SMs hold at once, each running every so many tiles
+            with cupy.cuda.Device(device):
+                registers = cupy.cuda.driver.funcGetAttribute(_NUM_REGS, self._fn.ptr)
+                sms = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
+            ctas = min(ctas, sms * resident_ctas(kernel, registers))
+        self._grid = _grid(ctas)
         self._block = (kernel.threads, 1, 1)
         self._shared = kernel.shared_bytes
         self._acc = _ACC_NUMPY[plan.compute_type.name]

@@ -27,10 +27,13 @@ namespace gett {
 // is a short run of EPI_RUN along the fast dimension, continued contiguously by the slow dimension's
 // first mode; the walk takes EPI_CROSS slow steps after each run (see WalkCursor). WS: THREADS
 // math threads plus a producer warpgroup that does all the loading (see produce()); with TMA one of
-// its threads does it, a box per operand tile, through the tensor maps of A and B (tma.cuh).
+// its threads does it, a box per operand tile, through the tensor maps of A and B (tma.cuh). PERSIST:
+// a grid of a few CTAs per SM, each running tiles blockIdx.x, blockIdx.x + gridDim.x, ... through one
+// pipeline (run_tiles), so the next tiles' loads are in flight while a tile's epilogue runs.
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
           int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
-          int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false, bool TMA = false>
+          int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false, bool TMA = false,
+          bool PERSIST = false>
 struct Gett {
   static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
   static_assert(EPI_CROSS == 1 || (EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_RUN == 0 &&
@@ -40,9 +43,11 @@ struct Gett {
   using Offset = typename P::Offset;
   static constexpr int A_STAGE_BYTES = LoadA::STAGE_ELEMS * int(sizeof(typename P::TA));
   static constexpr int B_STAGE_BYTES = LoadB::STAGE_ELEMS * int(sizeof(typename P::TB));
-  // Stages that can ever hold a tile: a CTA runs at most k_tiles_per_split K tiles (K = 24 fills one).
+  // Stages that can ever hold a tile: a CTA runs at most k_tiles_per_split K tiles (K = 24 fills one),
+  // unless it runs several tiles (PERSIST).
   static constexpr int K_TILES_PER_SPLIT = int(((P::K + BK - 1) / BK + SPLIT - 1) / SPLIT);
-  static constexpr int USED_STAGES = K_TILES_PER_SPLIT < 1 ? 1 : K_TILES_PER_SPLIT < STAGES ? K_TILES_PER_SPLIT : STAGES;
+  static constexpr int USED_STAGES = PERSIST ? STAGES
+                                   : K_TILES_PER_SPLIT < 1 ? 1 : K_TILES_PER_SPLIT < STAGES ? K_TILES_PER_SPLIT : STAGES;
   static constexpr int PIPE_BYTES = USED_STAGES * (A_STAGE_BYTES + B_STAGE_BYTES);
   // The epilogue tile holds C, then D, as they are stored (half the bytes of f32 accumulators for 16-bit
   // data); the planner gives C and D one type.
@@ -64,7 +69,10 @@ struct Gett {
   static constexpr int EPI_TILE_BYTES = SLOW * EPI_LD * int(sizeof(TE));
   static constexpr int EPI_TILE_ALIGNED = (EPI_TILE_BYTES + 15) / 16 * 16;
   static constexpr int EPI_BYTES = EPI_TILE_ALIGNED + 2 * (BM + BN) * int(sizeof(Offset));
-  static constexpr int TILE_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
+  // The epilogue reuses the stages, except in a CTA over several tiles, whose stages then hold the
+  // next tiles' loads.
+  static constexpr int EPI_OFFSET = PERSIST ? (PIPE_BYTES + 15) / 16 * 16 : 0;
+  static constexpr int TILE_BYTES = PERSIST ? EPI_OFFSET + EPI_BYTES : PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
   // Warp-specialised kernels keep two mbarriers per stage after the tiles, kernels whose A tile is a
   // TMA box one (the stage's bytes landed).
   static constexpr int BARRIER_OFFSET = (TILE_BYTES + 7) / 8 * 8;
@@ -79,6 +87,9 @@ struct Gett {
                          !LoadA::kTransposes && !LoadB::kTransposes),
                 "TMA loads plain swizzled tiles in the producer warpgroup (no ops, no transpositions)");
   static_assert(!LoadA::kTma || (!WS && !TMA && !LoadB::kTma), "a TMA box tile is A's, in a kernel without a producer");
+  static_assert(!PERSIST || (LoadA::kTma && LoadB::kAsync && !LoadB::kHasOp && !LoadB::kTransposes &&
+                             !Math::kAsyncMath && SPLIT == 1 && P::L == 1 && P::N <= BN),
+                "a CTA over several tiles: A a TMA box tile, B copied as it is, one column of tiles, one batch");
 
   __device__ __forceinline__ static void run(const typename P::TA* __restrict__ A,
                                              const typename P::TB* __restrict__ B,
@@ -87,6 +98,10 @@ struct Gett {
                                              Acc alpha, Acc beta, const TensorMap* map_a = nullptr,
                                              const TensorMap* map_b = nullptr) {
     const int tid = threadIdx.x;
+    if constexpr (PERSIST) {
+      run_tiles(B, C, D, alpha, beta, tid, map_a);
+      return;
+    }
 
     // Tile coordinates: batches outermost; inside a batch GROUP_M row-tiles sweep the columns
     // together so neighbouring CTAs share A and B tiles in L2.
@@ -119,16 +134,9 @@ struct Gett {
 
     Math math;
     if constexpr (WS) {
-      unsigned long long* full = reinterpret_cast<unsigned long long*>(smem_base() + BARRIER_OFFSET);
+      // TMA: one arrival, then the bytes; the last CTA-wide barrier: the producer leaves after its loads
+      unsigned long long* full = stage_barriers(tid, TMA ? 1 : PRODUCER_THREADS, THREADS / 32);
       unsigned long long* empty = full + STAGES;
-      if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-          mbarrier_init(&full[s], TMA ? 1 : PRODUCER_THREADS);   // TMA: one arrival, then the bytes
-          mbarrier_init(&empty[s], THREADS / 32);
-        }
-        if constexpr (TMA) fence_proxy_async();   // the barriers, initialised, seen by the TMA unit
-      }
-      __syncthreads();   // the last CTA-wide barrier: the producer leaves after its loads
       if (tid >= THREADS) {
         if constexpr (TMA) {
           if (tid == THREADS) produce_tma(map_a, map_b, int(m0), int(n0), k_first, k_tiles, full, empty);
@@ -169,6 +177,21 @@ struct Gett {
     extern __shared__ __align__(1024) unsigned char smem[];   // 1024: wgmma's swizzle atoms
     return smem;
   }
+  // The stages' mbarriers, after the tiles, initialised and visible to the CTA: full[s] expecting
+  // `full_count` arrivals, and where `empty_count` > 0, empty[s] = full[STAGES + s] expecting that many.
+  __device__ __forceinline__ static unsigned long long* stage_barriers(int tid, unsigned full_count,
+                                                                       unsigned empty_count = 0) {
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(smem_base() + BARRIER_OFFSET);
+    if (tid == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        mbarrier_init(&full[s], full_count);
+        if (empty_count > 0) mbarrier_init(&full[STAGES + s], empty_count);
+      }
+      fence_proxy_async();   // the barriers, initialised, seen by the TMA unit
+    }
+    __syncthreads();
+    return full;
+  }
   __device__ __forceinline__ static typename P::TA* stage_a(int s) {
     return reinterpret_cast<typename P::TA*>(smem_base()) + s * LoadA::STAGE_ELEMS;
   }
@@ -193,13 +216,7 @@ struct Gett {
     LoadA load_a;
     LoadB load_b;
     if constexpr (LoadA::kTma) {
-      unsigned long long* full = reinterpret_cast<unsigned long long*>(smem_base() + BARRIER_OFFSET);
-      if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) mbarrier_init(&full[s], 1);   // one arrival, then the bytes
-        fence_proxy_async();   // the barriers, initialised, seen by the TMA unit
-      }
-      __syncthreads();
-      load_a.init(map_a, full, m0, k_first, tid);
+      load_a.init(map_a, stage_barriers(tid, 1), m0, k_first, tid);   // one arrival, then the bytes
     } else {
       load_a.init(A, m0, P::M, P::K, tid);
     }
@@ -274,6 +291,46 @@ struct Gett {
     if constexpr (Math::kAsyncMath) math.template wait<0>();
     cp_async_wait<0>();
     __syncthreads();
+  }
+
+  // PERSIST: this CTA's tiles (blockIdx.x, then every gridDim.x-th) and all their K tiles as one
+  // sequence through the stages, A's boxes loaded by one thread, B's tile by every thread (cp.async);
+  // the epilogue has its own shared memory, so the loads of the next STAGES - 1 K tiles, the next
+  // tiles' once K fits in one, are in flight while it runs. (The tiles are one column: N <= BN.)
+  __device__ __forceinline__ static void run_tiles(const typename P::TB* __restrict__ B,
+                                                   const typename P::TC* __restrict__ C,
+                                                   typename P::TD* __restrict__ D, Acc alpha, Acc beta, int tid,
+                                                   const TensorMap* map_a) {
+    constexpr int k_tiles = int((P::K + BK - 1) / BK);
+    constexpr long long tiles = (P::M + BM - 1) / BM;
+    const long long first = blockIdx.x, step = gridDim.x;
+    const int loads = first < tiles ? int((tiles - 1 - first) / step + 1) * k_tiles : 0;
+    auto first_row = [&](int t) { return (first + t / k_tiles * step) * BM; };   // of the t-th load's tile
+    LoadA load_a;
+    LoadB load_b;
+    load_a.init(map_a, stage_barriers(tid, 1), 0, 0, tid);   // one arrival, then the bytes
+    load_b.init(B, 0, P::N, P::K, tid);
+    auto issue = [&](int t) {
+      if (t < loads) {
+        load_a.issue_tile(stage_a(t % STAGES), first_row(t), t % k_tiles, t);
+        load_b.issue(stage_b(t % STAGES), t % k_tiles);
+      }
+      cp_async_commit();
+    };
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) issue(t);
+    Math math;
+    for (int t = 0; t < loads; ++t) {
+      const int kt = t % k_tiles;
+      cp_async_wait<STAGES - 2>();
+      load_a.wait(t);
+      __syncthreads();
+      issue(t + STAGES - 1);   // into the stage every thread has finished with
+      if (kt == 0) math.init(tid);
+      const long long k_left = P::K - (long long)kt * BK;
+      math.compute(stage_a(t % STAGES), stage_b(t % STAGES), k_left < BK ? int(k_left) : BK);
+      if (kt == k_tiles - 1) epilogue(math, C, D, first_row(t), 0, alpha, beta, tid);
+    }
   }
 
   // Warp specialisation (WS): a producer warpgroup fills the stages while the THREADS math threads
@@ -401,7 +458,7 @@ struct Gett {
   __device__ __forceinline__ static void epilogue(const Math& math, const typename P::TC* __restrict__ C,
                                                   typename P::TD* __restrict__ D, long long m0, long long n0,
                                                   Acc alpha, Acc beta, int tid) {
-    unsigned char* smem = smem_base();
+    unsigned char* smem = smem_base() + EPI_OFFSET;
     TE* tile = reinterpret_cast<TE*>(smem);
     // Offsets of C and D along the fast dimension, in walk order, and along the slow one.
     // C's offsets are D's where C and D have one layout (the default: D is C), and unused with beta == 0.

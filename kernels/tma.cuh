@@ -87,19 +87,17 @@ struct TmaBoxLoader {
 
   const TensorMap* map;
   unsigned long long* full;   // STAGES barriers: the CTA's t-th K tile completes a phase of full[t % STAGES]
-  int row[RANK];              // the tile's first row in every dimension
+  long long row0;             // the tile's first row
   int k_first;                // the CTA's first K tile (split K)
   bool leader;
 
-  __device__ __forceinline__ void init(const TensorMap* map_, unsigned long long* full_, long long row0, int k_first_,
+  __device__ __forceinline__ void init(const TensorMap* map_, unsigned long long* full_, long long row0_, int k_first_,
                                        int tid) {
     map = map_;
     full = full_;
+    row0 = row0_;
     k_first = k_first_;
     leader = tid == 0;
-#pragma unroll
-    for (int d = 0; d < RANK; ++d) row[d] = 0;
-    RowCoords::add(IndexRow(row0), row);
   }
 
   // CU_TENSOR_MAP_SWIZZLE_32B/64B/128B: chunk bits 4.. of the byte offset XOR the line bits 7.. .
@@ -109,14 +107,17 @@ struct TmaBoxLoader {
     return b / int(sizeof(T));
   }
 
-  // Start loading K tile kt into `stage` (the leader only; the others wait for it in wait()).
-  __device__ __forceinline__ void issue(T* stage, int kt) {
+  // Start loading K tile kt of the tile into `stage` (the leader only; the others wait for it in wait()).
+  __device__ __forceinline__ void issue(T* stage, int kt) { issue_tile(stage, row0, kt, kt - k_first); }
+  // ... of the tile whose first row is `first_row`, as the CTA's t-th load (a CTA over several tiles).
+  __device__ __forceinline__ void issue_tile(T* stage, long long first_row, int kt, int t) {
     if (!leader) return;
     int c[RANK];
 #pragma unroll
-    for (int d = 0; d < RANK; ++d) c[d] = row[d];
+    for (int d = 0; d < RANK; ++d) c[d] = 0;
+    RowCoords::add(IndexRow(first_row), c);
     KCoords::add(IndexK(kt) * IndexK(BK), c);
-    unsigned long long* bar = &full[(kt - k_first) % STAGES];
+    unsigned long long* bar = &full[t % STAGES];
     mbarrier_arrive_expect_bytes(bar, STAGE_ELEMS * int(sizeof(T)));
     tma_load<RANK>(stage, map, c, bar);
   }

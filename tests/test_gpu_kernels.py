@@ -539,10 +539,43 @@ def test_tma_box_tiles(subscripts, extents, tile, stages, split, dtype):
     tiles (16 x 16, 24 x 24 of two M modes), rows of 16 to 128 bytes (every swizzle), K past its last
     tile (zero-filled), the stage barriers' phases over several rounds, split K; beta != 0 and a NaN-
     poisoned D, against numpy in float64."""
+    from gett.config import KernelConfig
+    check_box_tile(subscripts, extents, KernelConfig("mma16", *tile, stages, wm=32, wn=32, split_k=split), dtype)
+
+
+# (subscripts, extents, (BM, BN, BK), stages): box tiles of CTAs over several tiles, with M large enough
+# that the grid (the CTAs the SMs hold at once) is smaller than the tiles
+TMA_PERSISTENT_TILES = [
+    ("efbad,cf->abcde", (48, 41, 24, 8, 32, 32), (256, 32, 32), 2),    # #6: K in one tile, 1968 tiles
+    ("efbad,cf->abcde", (48, 41, 24, 8, 32, 32), (256, 32, 32), 3),    # the next two tiles in flight
+    ("ecbfa,fd->abcde", (32, 30, 4, 21, 48, 40), (256, 32, 32), 3),    # #7: two K tiles, the last partial
+    ("dbea,ec->abcd", (48, 200, 21, 24, 200), (576, 32, 32), 3),       # #3: 7 K tiles a tile, 400 tiles
+]
+
+
+@pytest.mark.parametrize("subscripts,extents,tile,stages", TMA_PERSISTENT_TILES,
+                         ids=[f"{t[0]}-{t[2][0]}x{t[2][2]}-s{t[3]}" for t in TMA_PERSISTENT_TILES])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_persistent_box_tiles(subscripts, extents, tile, stages, dtype):
+    """CTAs over several tiles (KernelConfig.persistent, kernels/gett.cuh run_tiles): one pipeline over
+    the tiles' K tiles, the stage barriers' phases running on across tiles, the epilogue apart from the
+    stages; beta != 0 and a NaN-poisoned D, against numpy in float64."""
+    from gett.config import KernelConfig
+    cfg = KernelConfig("mma16", *tile, stages, wm=32, wn=32, persistent=True)
+    plan = check_box_tile(subscripts, extents, cfg, dtype)
+    from gett.config import output_tiles
+    from gett.launch import launcher
+    grid = launcher(plan, cp.cuda.Device().id, "torch" if dtype == "bf16" else "cupy")._grid[0]
+    assert grid < output_tiles(plan, cfg) / 1.5, f"{grid} CTAs for {output_tiles(plan, cfg)} tiles"
+
+
+def check_box_tile(subscripts, extents, cfg, dtype):
+    """Contract random ``dtype`` tensors of ``extents`` (modes a, b, ... in order) under ``cfg``, whose A
+    tile must be a TMA box, with beta != 0 into a NaN-poisoned D, check against numpy in float64, and
+    return the plan."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA needs an sm_90 GPU")
     torch = pytest.importorskip("torch") if dtype == "bf16" else None
-    from gett.config import KernelConfig
     from gett.tma import TmaBox
     ext = dict(zip("abcdefg", extents))
     rng = np.random.default_rng(21)
@@ -558,16 +591,17 @@ def test_tma_box_tiles(subscripts, extents, tile, stages, split, dtype):
             return t.float().cpu().numpy().transpose(), t.permute(*range(len(shape) - 1, -1, -1))
         return x.astype(np.float16).astype(np.float64).transpose(), cp.asarray(x.astype(np.float16)).transpose()
     (a, A), (b, B), (c, C), (_, D) = tensor(ma), tensor(mb), tensor(mc), tensor(mc, np.nan)
-    cfg = KernelConfig("mma16", *tile, stages, wm=32, wn=32, split_k=split)
     plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg)
     kernel = plan.kernel()
     assert kernel.config == cfg and isinstance(kernel.tma[0], TmaBox) and len(kernel.tma) == 1
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
-    expect = 1.5 * np.einsum(subscripts, a.astype(np.float64), b.astype(np.float64)) + 0.5 * c.astype(np.float64)
+    expect = 1.5 * np.einsum(subscripts, a.astype(np.float64), b.astype(np.float64), optimize=True) \
+        + 0.5 * c.astype(np.float64)
     got = (D.float().cpu().numpy() if torch is not None else cp.asnumpy(D)).astype(np.float64)
     assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
     err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
     assert err < (1e-2 if dtype == "bf16" else 2e-3), f"relative error {err:.2e}"
+    return plan
 
 
 @pytest.mark.parametrize("order", ["C", "F"], ids=["d-n-fast", "d-m-fast"])

@@ -246,6 +246,42 @@ def test_the_box_kernel_takes_one_tensor_map_and_compiles_for_sm_90():
     assert kernel.report.spill_stores == 0
 
 
+def test_a_persistent_box_kernel_keeps_its_epilogue_apart_from_every_stage_and_compiles():
+    """CTAs over several tiles (``persistent``): all three stages stay (the next tiles' loads), the
+    epilogue tile and offsets follow them, then the barriers; NVRTC compiles it without spills."""
+    cfg = KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, persistent=True)
+    plan, _ = box_plan(BOX_CASES[0][0], BOX_CASES[0][1], cfg)
+    src, smem, _ = render_kernel(plan, cfg, arch="sm_90")
+    assert "gett::TmaBoxLoader<" in src and ", true>;" in src.split("using Kernel = ")[1].split("\n")[0]
+    stage = 256 * 32 * 2 + 32 * (32 + 8) * 2   # A's box (unpadded), B's tile (padded rows)
+    assert smem == 3 * stage + 32 * 264 * 2 + 2 * 288 * 4 + 3 * 8
+    kernel = box_contraction(BOX_CASES[0][0], BOX_CASES[0][1], cfg, device_arch="sm_90").kernel("sm_90")
+    assert kernel.config == cfg and kernel.shared_bytes == smem and kernel.report.spill_stores == 0
+
+
+@pytest.mark.parametrize("change,why", [
+    ({"subscripts": "bda,dc->abc", "ext": {"a": 40, "b": 40, "c": 24, "d": 64}}, "not one TMA box"),
+    ({"cfg": KernelConfig("mma16", 256, 16, 32, 3, wm=32, wn=16, persistent=True)}, "N = 24 takes more than one tile"),
+    ({"op_b": lambda x: 2 * x}, "B has an op"),
+])
+def test_persistent_ctas_are_refused_where_a_cta_cannot_run_several_tiles(change, why):
+    change = dict(change)
+    subscripts, ext = change.pop("subscripts", BOX_CASES[0][0]), change.pop("ext", BOX_CASES[0][1])
+    cfg = change.pop("cfg", KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, persistent=True))
+    plan = tile_plan(box_contraction(subscripts, ext, cfg, **change), cfg)
+    with pytest.raises(ValueError, match="persistent") as err:
+        render_kernel(plan, cfg, arch="sm_90")
+    assert why in str(err.value)
+
+
+def test_persistent_ctas_need_the_mma16_path_without_split_k():
+    with pytest.raises(ValueError, match="persistent"):
+        KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, split_k=2, persistent=True).validate()
+    with pytest.raises(ValueError, match="persistent"):
+        KernelConfig("wgmma", 128, 128, 64, 3, persistent=True).validate()
+    assert KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, persistent=True).key().endswith("_p")
+
+
 def test_a_box_map_is_encoded_with_its_rank_strides_box_and_swizzle(monkeypatch):
     seen = {}
 
