@@ -306,9 +306,12 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
     2026-11-22): with N ≤ 32 and a long M, 256 rows let both A's and D's runs in the M box reach 16
     elements (whole sectors): #6 2.4x faster; where D's stride-1 mode has an extent like 24 that no
     power-of-two tile holds whole, 192 rows or columns (12 warps), whichever dimension holds that mode,
-    write D in whole runs: #31 1.4x; #32, #35 (N) 82 -> 58 us with the crossing epilogue walk."""
+    write D in whole runs: #31 1.4x; #32, #35 (N) 82 -> 58 us with the crossing epilogue walk. A K of at
+    most 64 in 16s is one K tile: #7 ``abcde-ecbfa-fd`` (K = 48) 256 x 32 x 32 223.0 -> 213.2 us as 256 x
+    32 x 48 (H100, tile_sweep, session 22; 48 on #3/#4, K = 72: even)."""
     if cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536:
-        return _tall_tile(plan, replace(cfg, bm=256, wm=32))
+        bk = plan.k if cfg.bk < plan.k <= 64 and plan.k % 16 == 0 else cfg.bk
+        return _tall_tile(plan, replace(cfg, bm=256, wm=32, bk=bk))
     for group, tile, extent in (("M", cfg.bm, plan.m), ("N", cfg.bn, plan.n)):
         table = plan.tables[group]
         if cfg.bm != 128 or plan.m < 192 or extent <= tile or not table.extents \

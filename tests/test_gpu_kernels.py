@@ -523,6 +523,7 @@ def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, spli
 TMA_BOX_TILES = [
     ("efbad,cf->abcde", (48, 5, 24, 7, 32, 32), (256, 32, 32), 3, 1),    # #6: 16 x 16, K in one tile
     ("ecbfa,fd->abcde", (32, 3, 4, 21, 48, 40), (256, 32, 32), 3, 1),    # #7: K past its last tile, N = 21
+    ("ecbfa,fd->abcde", (32, 3, 4, 21, 48, 48), (256, 32, 48), 3, 1),    # #7 as the heuristic tiles it: BK 48
     ("dbea,ec->abcd", (48, 3, 21, 24, 200), (576, 32, 32), 3, 1),        # #3: 24 x 24, 7 K tiles over 3 stages
     ("dbea,ec->abcd", (48, 3, 21, 24, 200), (576, 32, 32), 2, 3),        # the same over 3 CTAs of K
     ("aebfc,efd->abcd", (8, 32, 5, 40, 32, 3), (256, 32, 32), 3, 1),      # rows of 16 bytes, K of two modes
