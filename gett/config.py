@@ -419,6 +419,10 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
       rows, 32 deep: 83.0 -> 67.1 us (75.3 with 384 x 24 x 8).
     - M (or N) of 65 to 96 against a long other side: one tile row of M rounded up to 8, 8 rows a
       thread, instead of 64 + a few rows in a second tile: #9 199 -> 146 us, #10 180 -> 133, #11 177 -> 131.
+      Where B is K-major (8-deep tiles read 32-byte runs of it, waiting on each) and K ≤ 96, all of K in
+      one stage with 4 columns a thread (256 threads, 128 registers): #9 ``abcd-ea-ebcd`` 144.4 -> 134.9
+      us (session 22; 8 columns a thread 150.1; #10/#11, B N-major, slower that way: 124.8 -> 128.9,
+      121.1 -> 128.6).
     - K ≤ 32 with D's stride-1 extent like 24 or 384 (not a power of two; dividing 192 or divided by
       it): 192 along N where A is K-major (else along M where B is, else along the longer side), 12 a
       thread, 64 the other way: whole runs of D in a tile. All of K in one stage (2 stages), except
@@ -435,7 +439,10 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
         return _tall_tile(plan, replace(cfg, bm=384, bn=bn, bk=8, stages=4, tm=12, tn=bn // 8))
     if 64 < m <= 96 and n >= 4096:
         bm = round_up(m, 8)
-        return replace(cfg, bm=bm, bn=128, bk=8, tm=bm // 8, tn=8)
+        tile = replace(cfg, bm=bm, bn=128, bk=8, tm=bm // 8, tn=8)
+        if plan.k <= 96 and not _layouts(plan, tile)[1].row_contig:   # K-major B: all of K in one stage
+            return replace(tile, bk=round_up(plan.k, 8), stages=2, tn=4)
+        return tile
     if 64 < n <= 96 and m >= 4096:
         bn = round_up(n, 8)
         return replace(cfg, bm=128, bn=bn, bk=8, tm=8, tn=bn // 8)

@@ -386,6 +386,10 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
         return default_config(plan, "sm_90")
     assert (config(6).bm, config(6).bn) == (256, 32)
     assert (config(3).bm, config(4).bm, config(1).bm, config(5).bm) == (576, 576, 256, 256)
+    assert (config(6).bk, config(7).bk) == (32, 48)   # K = 48 (#7) in one K tile
+    # the 576-row box tiles (one CTA per SM) run several tiles a CTA on sm_90; #6-8 (four CTAs an SM) do not
+    assert config(3).persistent and config(4).persistent and config(3).stages == 3
+    assert not any(config(i).persistent for i in (1, 2, 5, 6, 7, 8))
     assert (config(31).bm, config(31).bn) == (192, 128)
     assert (config(32).bm, config(32).bn) == (128, 192)   # D's run of 24 lies in N there
     assert (config(33).bm, config(33).bn) == (128, 128)
@@ -429,11 +433,15 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
         plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
         cfg = default_config(plan, "sm_90")
         return cfg.bm, cfg.bn, cfg.tm, cfg.tn
+    c = select([9])[0]   # B K-major (#9): all of K in one stage, 4 columns a thread
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
+    nine = default_config(gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C")))
+    assert (nine.bk, nine.stages, nine.threads) == (72, 2, 256)
     for i in (1, 5, 6, 7, 8):
         assert config(i) == (384, 24, 12, 3)
     assert config(3) == config(4) == (576, 24, 12, 3)   # a, d = 72: 24 x 24 boxes
     assert config(2) == (128, 24, 8, 3)   # K-major A, K = 312: 128 rows, 32 deep
-    assert [config(i) for i in (9, 10, 11, 19)] == [(72, 128, 9, 8)] * 3 + [(128, 72, 8, 9)]
+    assert [config(i) for i in (9, 10, 11, 19)] == [(72, 128, 9, 4)] + [(72, 128, 9, 8)] * 2 + [(128, 72, 8, 9)]
     assert {config(i) for i in range(31, 40)} == {(192, 64, 12, 4)}
     assert {config(i) for i in range(40, 49)} == {(64, 192, 4, 12)}
     assert config(12)[:2] == (128, 128)

@@ -477,6 +477,7 @@ def test_epilogue_box_walk(out, c_layout):
 # (subscripts, extents of a..g, tile bm x bn x bk, stages, thread tile, split-K, crossing epilogue walk)
 SIMT_TILES = [
     ("ea,ebcd->abcd", (70, 9, 5, 7, 37), (72, 128, 8), 3, (9, 8), 1, False),   # #9: M = 70 in one 72-row tile
+    ("ea,ebcd->abcd", (70, 9, 5, 7, 37), (72, 128, 40), 2, (9, 4), 1, False),   # #9 as tiled: all of K (37) in a stage
     ("adec,ebd->abc", (33, 70, 9, 50, 41), (128, 72, 8), 3, (8, 9), 4, False),   # #19: N = 70, split K
     ("dega,gfbc->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 24), 2, (12, 4), 1, True),   # #31: crossing walk
     ("gdbc,efga->abcdef", (24, 16, 4, 5, 3, 5, 24), (64, 192, 24), 2, (4, 12), 1, True),   # #42: the transpose
