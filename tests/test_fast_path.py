@@ -179,7 +179,7 @@ def test_threads_launch_on_their_own_arrays(cupy):
     assert (info.size, info.hits) == (1, 400)
 
 
-def kernel(smem, threads):
+def kernel_stub(smem, threads):
     """What the launcher reads of a compiled kernel to size its CTAs' shared memory."""
     return SimpleNamespace(shared_bytes=smem, threads=threads)
 
@@ -188,10 +188,10 @@ def test_shared_carveout_fits_the_ctas_registers_allow_and_no_more():
     """One 128x256 wgmma CTA (196 KB, 256 threads of 249 registers) keeps the rest of L1 as cache;
     four small CTAs get room for all four; unknown registers take all of L1."""
     from gett.launch import shared_carveout
-    assert shared_carveout(kernel(196608, 256), 249) == 85          # (192 + 1) KB of 228 KB
-    assert shared_carveout(kernel(50 * 1024, 128), 106) == 90       # 4 CTAs by registers and by memory
-    assert shared_carveout(kernel(50 * 1024, 128), 200) == 45       # registers allow 2 (2 x 51 KB)
-    assert shared_carveout(kernel(50 * 1024, 128), -1) == 100
+    assert shared_carveout(kernel_stub(196608, 256), 249) == 85          # (192 + 1) KB of 228 KB
+    assert shared_carveout(kernel_stub(50 * 1024, 128), 106) == 90       # 4 CTAs by registers and by memory
+    assert shared_carveout(kernel_stub(50 * 1024, 128), 200) == 45       # registers allow 2 (2 x 51 KB)
+    assert shared_carveout(kernel_stub(50 * 1024, 128), -1) == 100
 
 
 def test_resident_ctas_are_the_least_of_shared_memory_registers_and_threads():
@@ -199,12 +199,12 @@ def test_resident_ctas_are_the_least_of_shared_memory_registers_and_threads():
     3 by registers, 4 by shared memory), 40 KB with 40 registers (5 by shared memory, 6 by registers),
     1024 threads (2 by threads)."""
     from gett.launch import resident_ctas
-    assert resident_ctas(kernel(57104, 256), 76) == 3
-    assert resident_ctas(kernel(57104, 256), 48) == 4               # 228 KB // 57 KB
-    assert resident_ctas(kernel(40 * 1024, 256), 40) == 5           # 228 // 41 KB; registers allow 6
-    assert resident_ctas(kernel(1024, 1024), 32) == 2               # 2048 threads an SM
-    assert resident_ctas(kernel(1024, 256), -1) == 8                # registers unknown: not counted
-    assert resident_ctas(kernel(300 * 1024, 128), 32) == 1          # never fewer than one
+    assert resident_ctas(kernel_stub(57104, 256), 76) == 3
+    assert resident_ctas(kernel_stub(57104, 256), 48) == 4               # 228 KB // 57 KB
+    assert resident_ctas(kernel_stub(40 * 1024, 256), 40) == 5           # 228 // 41 KB; registers allow 6
+    assert resident_ctas(kernel_stub(1024, 1024), 32) == 2               # 2048 threads an SM
+    assert resident_ctas(kernel_stub(1024, 256), -1) == 8                # registers unknown: not counted
+    assert resident_ctas(kernel_stub(300 * 1024, 128), 32) == 1          # never fewer than one
 
 
 def test_the_carveout_follows_the_loaded_function_registers_not_the_compile_report(cupy):
