@@ -194,10 +194,10 @@ def _persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> KernelConfig:
     from .tma import tile_box
     tiled = tile_plan(plan, cfg)
     a, b = _layouts(plan, cfg)
-    box = tile_box(tiled, cfg, a, arch)
+    persistent = replace(cfg, persistent=True, stages=3)
+    box = tile_box(tiled, persistent, a, arch)
     if box is None or 2 * (shared_bytes(tiled, cfg, a, b, a_box=True) + 1024) <= SM_SHARED_BYTES:
         return cfg
-    persistent = replace(cfg, persistent=True, stages=3)
     try:
         check_persistent(tiled, persistent, box, b)
     except ValueError:

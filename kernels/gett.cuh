@@ -87,9 +87,9 @@ struct Gett {
                          !LoadA::kTransposes && !LoadB::kTransposes),
                 "TMA loads plain swizzled tiles in the producer warpgroup (no ops, no transpositions)");
   static_assert(!LoadA::kTma || (!WS && !TMA && !LoadB::kTma), "a TMA box tile is A's, in a kernel without a producer");
-  static_assert(!PERSIST || (LoadA::kTma && LoadB::kAsync && !LoadB::kHasOp && !LoadB::kTransposes &&
-                             !Math::kAsyncMath && SPLIT == 1 && P::L == 1 && P::N <= BN),
-                "a CTA over several tiles: A a TMA box tile, B copied as it is, one column of tiles, one batch");
+  static_assert(!PERSIST || (LoadA::kTma && LoadB::kAsync && !LoadB::kTransposes && !Math::kAsyncMath &&
+                             SPLIT == 1 && P::L == 1 && P::N <= BN),
+                "a CTA over several tiles: A a TMA box tile, B copied asynchronously, one column of tiles, one batch");
 
   __device__ __forceinline__ static void run(const typename P::TA* __restrict__ A,
                                              const typename P::TB* __restrict__ B,
@@ -294,7 +294,8 @@ struct Gett {
   }
 
   // PERSIST: this CTA's tiles (blockIdx.x, then every gridDim.x-th) and all their K tiles as one
-  // sequence through the stages, A's boxes loaded by one thread, B's tile by every thread (cp.async);
+  // sequence through the stages, A's boxes loaded by one thread, B's tile by every thread (cp.async), ops
+  // applied in place once a stage has landed;
   // the epilogue has its own shared memory, so the loads of the next STAGES - 1 K tiles, the next
   // tiles' once K fits in one, are in flight while it runs. (The tiles are one column: N <= BN.)
   __device__ __forceinline__ static void run_tiles(const typename P::TB* __restrict__ B,
@@ -324,6 +325,8 @@ struct Gett {
       const int kt = t % k_tiles;
       cp_async_wait<STAGES - 2>();
       load_a.wait(t);
+      load_a.template transform<MATH_BATCH>(stage_a(t % STAGES), kt);   // the ops, where A or B has one
+      load_b.template transform<MATH_BATCH>(stage_b(t % STAGES), kt);
       __syncthreads();
       issue(t + STAGES - 1);   // into the stage every thread has finished with
       if (kt == 0) math.init(tid);

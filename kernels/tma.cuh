@@ -6,6 +6,7 @@
 #pragma once
 #include "barrier.cuh"
 #include "copy.cuh"
+#include "types.cuh"
 
 namespace gett {
 
@@ -73,12 +74,16 @@ struct Coordinates {
 // tensor's stride-1 mode), then the K tile, then the tile's other row modes, so row r at depth k sits
 // at r % BOX0 + BOX0 * (k + BK * (r / BOX0)); a box row of 32, 64 or 128 bytes has its 16-byte chunks
 // swizzled (XOR with the bits of the 128-byte line), so ldmatrix's eight rows hit different banks.
-template <class T, class IndexRow, class IndexK, class RowCoords, class KCoords, int BR, int BK, int BOX0, int STAGES>
+// An op (Op, computed in Acc) is applied in place once the stage has landed, 16 bytes a thread at a time
+// over the THREADS threads, K past its end kept 0 (the TMA's fill; op(0) need not be 0).
+template <class T, class Acc, class Op, class IndexRow, class IndexK, class RowCoords, class KCoords, int BR, int BK,
+          int BOX0, int STAGES, int THREADS, long long K_EXTENT>
 struct TmaBoxLoader {
   static_assert(RowCoords::RANK == KCoords::RANK, "one coordinate table per dimension of the map");
   static_assert(BR % BOX0 == 0 && BOX0 * int(sizeof(T)) % 16 == 0, "box rows of whole 16-byte chunks tile the tile");
   using Element = T;
-  static constexpr bool kRowContig = true, kAsync = true, kSwizzle128 = false, kHasOp = false, kTransposes = false;
+  static constexpr bool kRowContig = true, kAsync = true, kSwizzle128 = false, kTransposes = false;
+  static constexpr bool kHasOp = !Op::is_identity;
   static constexpr bool kTma = true;
   static constexpr int STAGE_ELEMS = BR * BK;
   static constexpr int RANK = RowCoords::RANK;
@@ -89,15 +94,15 @@ struct TmaBoxLoader {
   unsigned long long* full;   // STAGES barriers: the CTA's t-th K tile completes a phase of full[t % STAGES]
   long long row0;             // the tile's first row
   int k_first;                // the CTA's first K tile (split K)
-  bool leader;
+  int tid;
 
   __device__ __forceinline__ void init(const TensorMap* map_, unsigned long long* full_, long long row0_, int k_first_,
-                                       int tid) {
+                                       int tid_) {
     map = map_;
     full = full_;
     row0 = row0_;
     k_first = k_first_;
-    leader = tid == 0;
+    tid = tid_;
   }
 
   // CU_TENSOR_MAP_SWIZZLE_32B/64B/128B: chunk bits 4.. of the byte offset XOR the line bits 7.. .
@@ -111,7 +116,8 @@ struct TmaBoxLoader {
   __device__ __forceinline__ void issue(T* stage, int kt) { issue_tile(stage, row0, kt, kt - k_first); }
   // ... of the tile whose first row is `first_row`, as the CTA's t-th load (a CTA over several tiles).
   __device__ __forceinline__ void issue_tile(T* stage, long long first_row, int kt, int t) {
-    if (!leader) return;
+    if (tid != 0) return;
+    if constexpr (kHasOp) fence_proxy_async();   // the op's writes to the stage, ordered before the TMA's
     int c[RANK];
 #pragma unroll
     for (int d = 0; d < RANK; ++d) c[d] = 0;
@@ -124,9 +130,34 @@ struct TmaBoxLoader {
   // Until the CTA's t-th K tile has landed in its stage.
   __device__ __forceinline__ void wait(int t) const { mbarrier_wait(&full[t % STAGES], (t / STAGES) & 1); }
 
-  // Nothing to do after landing or after the math: the TMA writes the stage as the math reads it.
+  // After K tile kt has landed (every thread has waited for it): the op on this thread's 16-byte chunks of
+  // the stage. A chunk lies in one box row, so at one depth k: the swizzle (an involution) gives it back.
+  static constexpr int CHUNK = 16 / int(sizeof(T)), CHUNKS = STAGE_ELEMS / CHUNK;
   template <int BATCH>
-  __device__ __forceinline__ void transform(T*, int) {}
+  __device__ __forceinline__ void transform(T* stage, int kt) {
+    if constexpr (kHasOp) {
+      using Chunk = Vec<T, CHUNK>;
+      const long long k0 = (long long)kt * BK;
+#pragma unroll 1   // one batch at a time: unrolled, the loop took #6's fused kernel from 67 to 101 registers
+      for (int first = 0; first < (CHUNKS + THREADS - 1) / THREADS; first += BATCH) {
+        Chunk v[BATCH];
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+          const int c = tid + (first + b) * THREADS;
+          if (c < CHUNKS) v[b] = reinterpret_cast<const Chunk*>(stage)[c];
+        }
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+          const int c = tid + (first + b) * THREADS;
+          int bytes = c * 16;
+          if constexpr (SWIZZLE_BYTES > 0) bytes ^= (bytes >> 3) & (SWIZZLE_BYTES - 16);
+          const int k = bytes / int(sizeof(T)) / BOX0 % BK;
+          if (c < CHUNKS) reinterpret_cast<Chunk*>(stage)[c] = apply_op<Acc, Op>(v[b], k0 + k < K_EXTENT);
+        }
+      }
+    }
+  }
+  // Nothing to do after the math: the TMA writes the stage as the math reads it.
   __device__ __forceinline__ void store(T*) {}
 };
 

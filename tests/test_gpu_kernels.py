@@ -2,6 +2,7 @@
 outputs poisoned with NaN before each run and checked for full coverage, plus the edge cases of
 DESIGN.md (beta = 0 with NaN in C, in-place D = C, empty K, determinism)."""
 import itertools
+import math
 import re
 
 import numpy as np
@@ -571,10 +572,29 @@ def test_persistent_box_tiles(subscripts, extents, tile, stages, dtype):
     assert grid < output_tiles(plan, cfg) / 1.5, f"{grid} CTAs for {output_tiles(plan, cfg)} tiles"
 
 
-def check_box_tile(subscripts, extents, cfg, dtype):
+# (subscripts, extents, (BM, BN, BK), stages): box tiles of CTAs over several tiles whose A and B have an op
+TMA_BOX_OP_TILES = [
+    ("ecbfa,fd->abcde", (32, 30, 4, 21, 48, 40), (256, 32, 32), 3),   # #7: K past its last tile
+    ("dbea,ec->abcd", (48, 200, 21, 24, 200), (576, 32, 32), 3),      # #3: 7 K tiles
+]
+
+
+@pytest.mark.parametrize("subscripts,extents,tile,stages", TMA_BOX_OP_TILES, ids=[t[0] for t in TMA_BOX_OP_TILES])
+def test_box_tiles_apply_ops_once_a_stage_lands(subscripts, extents, tile, stages):
+    """An op on A, log |x| (-inf at 0), applied in shared memory once a box stage has landed, and leaky
+    ReLU on B: A's K past its end must stay 0 (the TMA's fill), or -inf times B's zeros makes NaN."""
+    from gett.config import KernelConfig
+    cfg = KernelConfig("mma16", *tile, stages, wm=32, wn=32, persistent=True)
+    check_box_tile(subscripts, extents, cfg, "f16", op_a=lambda x: math.log(abs(x)),
+                   op_b=lambda x: x if x > 0 else 0.01 * x,
+                   ref_a=lambda a: np.log(np.abs(a)), ref_b=lambda b: np.where(b > 0, b, 0.01 * b))
+
+
+def check_box_tile(subscripts, extents, cfg, dtype, op_a=None, op_b=None, ref_a=None, ref_b=None):
     """Contract random ``dtype`` tensors of ``extents`` (modes a, b, ... in order) under ``cfg``, whose A
     tile must be a TMA box, with beta != 0 into a NaN-poisoned D, check against numpy in float64, and
-    return the plan."""
+    return the plan. ``op_a``/``op_b`` go to the plan, ``ref_a``/``ref_b`` (numpy) to the oracle, and A's
+    values then keep 0.5 or more away from 0."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA needs an sm_90 GPU")
     torch = pytest.importorskip("torch") if dtype == "bf16" else None
@@ -584,21 +604,24 @@ def check_box_tile(subscripts, extents, cfg, dtype):
     inputs, out = subscripts.split("->")
     (ma, mb), mc = inputs.split(","), out
 
-    def tensor(modes, fill=None):   # column-major (the first mode stride-1, as in TCCG): values, device array
+    def tensor(modes, fill=None, away_from_zero=False):   # column-major (stride-1 first, as TCCG): values, array
         shape = [ext[x] for x in modes]
         x = random_values(rng, int(np.prod(shape)), "f32").reshape(shape[::-1]) if fill is None \
             else np.full(shape[::-1], fill, np.float32)
+        if away_from_zero:
+            x = np.sign(x) * (0.5 + 0.5 * np.abs(x)) + (x == 0)
         if torch is not None:
             t = torch.from_numpy(x).to("cuda", torch.bfloat16)
             return t.float().cpu().numpy().transpose(), t.permute(*range(len(shape) - 1, -1, -1))
         return x.astype(np.float16).astype(np.float64).transpose(), cp.asarray(x.astype(np.float16)).transpose()
-    (a, A), (b, B), (c, C), (_, D) = tensor(ma), tensor(mb), tensor(mc), tensor(mc, np.nan)
-    plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg)
+    (a, A), (b, B), (c, C), (_, D) = tensor(ma, away_from_zero=op_a is not None), tensor(mb), tensor(mc), \
+        tensor(mc, np.nan)
+    plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg, op_a=op_a, op_b=op_b)
     kernel = plan.kernel()
     assert kernel.config == cfg and isinstance(kernel.tma[0], TmaBox) and len(kernel.tma) == 1
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
-    expect = 1.5 * np.einsum(subscripts, a.astype(np.float64), b.astype(np.float64), optimize=True) \
-        + 0.5 * c.astype(np.float64)
+    a, b = (f(x.astype(np.float64)) if f else x.astype(np.float64) for f, x in ((ref_a, a), (ref_b, b)))
+    expect = 1.5 * np.einsum(subscripts, a, b, optimize=True) + 0.5 * c.astype(np.float64)
     got = (D.float().cpu().numpy() if torch is not None else cp.asnumpy(D)).astype(np.float64)
     assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
     err = np.linalg.norm(got - expect) / np.linalg.norm(expect)

@@ -220,9 +220,9 @@ def test_tccg_6_loads_its_a_tile_as_a_5d_box():
     ({"arch": "sm_80"}, "no TMA before sm_90"),
     ({"subscripts": "bda,dc->abc", "ext": {"a": 40, "b": 40, "c": 24, "d": 64}}, "256 rows of 8 x 8 boxes: not one box"),
     ({"cfg": KernelConfig("simt", 256, 32, 8, 3, tm=8, tn=4)}, "SIMT math reads its own layout"),
-    ({"op_a": lambda x: 2 * x}, "an op on A: the loading thread would have to transform it"),
     ({"subscripts": "befa,cf->abce"}, "A K-major: the M tile's rows are not A's stride-1 mode"),
     ({"dtype": "f32"}, "32-bit data"),
+    ({"op_a": lambda x: 2 * x}, "an op on A outside CTAs over several tiles: its pass took fused #6 to 101 registers"),
 ])
 def test_a_tiles_that_are_not_a_box_load_as_before(change, why):
     change = dict(change)
@@ -262,7 +262,6 @@ def test_a_persistent_box_kernel_keeps_its_epilogue_apart_from_every_stage_and_c
 @pytest.mark.parametrize("change,why", [
     ({"subscripts": "bda,dc->abc", "ext": {"a": 40, "b": 40, "c": 24, "d": 64}}, "not one TMA box"),
     ({"cfg": KernelConfig("mma16", 256, 16, 32, 3, wm=32, wn=16, persistent=True)}, "N = 24 takes more than one tile"),
-    ({"op_b": lambda x: 2 * x}, "B has an op"),
 ])
 def test_persistent_ctas_are_refused_where_a_cta_cannot_run_several_tiles(change, why):
     change = dict(change)
@@ -272,6 +271,21 @@ def test_persistent_ctas_are_refused_where_a_cta_cannot_run_several_tiles(change
     with pytest.raises(ValueError, match="persistent") as err:
         render_kernel(plan, cfg, arch="sm_90")
     assert why in str(err.value)
+
+
+def test_ops_on_a_box_tile_are_applied_in_place_once_a_stage_lands():
+    """An op on A keeps the box path: the loader applies it over the landed stage (its THREADS and K
+    extent in the type); an op on B (copied by cp.async, transformed in place) keeps CTAs over several
+    tiles; both compile without spills."""
+    cfg = KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, persistent=True)
+    ops = {"op_a": lambda x: 2 * x, "op_b": lambda x: x if x > 0 else 0.01 * x}
+    plan, view = box_plan(BOX_CASES[0][0], BOX_CASES[0][1], cfg, **ops)
+    assert view is not None
+    src = render_kernel(plan, cfg, arch="sm_90")[0]
+    assert "gett::TmaBoxLoader<Problem::TA, float, OpA, " in src and src.split("using LoadA = ")[1].split(";")[0] \
+        .endswith(", 3, 256, 32>")   # stages, threads, K
+    kernel = box_contraction(BOX_CASES[0][0], BOX_CASES[0][1], cfg, device_arch="sm_90", **ops).kernel("sm_90")
+    assert kernel.config == cfg and kernel.report.spill_stores == 0
 
 
 def test_persistent_ctas_need_the_mma16_path_without_split_k():
