@@ -131,12 +131,12 @@ def _dimensions(table, tensor: str) -> list:
 def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None:
     """A's tile under ``cfg`` as one TMA box of A (see the module docstring), or None where it is not
     one: an mma.sync kernel on sm_90 without a producer warpgroup over one batch; A 16-bit, M-major
-    (``layout``, gett.codegen.OperandLayout), 16-byte aligned, with an op only in CTAs over several tiles
-    (``cfg.persistent``; the loader applies it in place once a stage lands: fused #3/#4, one CTA an SM, 95.9
-    -> 84.8 us, but the 256-row tiles of fused #6-8 took 67 -> 92-101 registers and #6 274.5 -> 315.4 us,
-    H100, fusion.py, session 22); the tile's BM rows
-    exactly the low parts of M's first modes, the first A's stride-1 mode in rows of 16 to 128 bytes;
-    the K tile inside K's first mode; at most five modes, every stride a positive multiple of 16 bytes."""
+    (``layout``, gett.codegen.OperandLayout), 16-byte aligned; the tile's BM rows exactly the low parts
+    of M's first modes, the first A's stride-1 mode in rows of 16 to 128 bytes; the K tile inside K's
+    first mode; at most five modes, every stride a positive multiple of 16 bytes. An op on A only in CTAs
+    over several tiles (``cfg.persistent``), where the loader applies it in place once a stage lands:
+    H100 (fusion.py, session 22) fused #3/#4 (one CTA an SM) 96.4 -> 84.3 us, but in the 256-row tiles of
+    fused #6-8 the op pass took 67 -> 92-101 registers and #6 274.5 -> 315.4 us."""
     from .kernel import arch_number  # gett.kernel imports this module
     desc = plan.descriptors["A"]
     if (cfg.math != "mma16" or cfg.ws or plan.batch != 1 or not arch or arch_number(arch) < 90
