@@ -164,6 +164,11 @@ def epilogue_pad(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> int:
     return max(16 // te, 1) if tx > 1 or vector > 1 else 1
 
 
+def shared_ctas(smem: int, sm_shared: int = SM_SHARED_BYTES) -> int:
+    """CTAs of ``smem`` bytes of dynamic shared memory one SM holds (the driver reserves 1 KB a CTA)."""
+    return sm_shared // (smem + 1024)
+
+
 def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     """CTAs per SM the registers are capped for (``__launch_bounds__``' second argument). A kernel whose
     K fits one tile is all loads and epilogue; with 64 accumulators or more a thread, ptxas takes ~105
@@ -187,11 +192,11 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
         # holds, up to 4, leaving 40 registers a thread beyond the accumulators; three for #9-11, with
         # leaky ReLU on A, B and C too (80 registers, no spills): fused 109.1 -> 87.9 us on #9, 108.4
         # -> 87.8 on #10, 104.9 -> 84.6 on #11 against two (H100, fusion.py A/B, two rounds)
-        fit = SM_SHARED_BYTES // (shared_bytes(plan, cfg, *operand_layouts(plan, cfg)) + 1024)
+        fit = shared_ctas(shared_bytes(plan, cfg, *operand_layouts(plan, cfg)))
         need = cfg.bm * cfg.bn // cfg.math_threads + 40
         return max(n for n in range(1, 5) if n == 1 or (n <= fit and 65536 // (threads * n) // 8 * 8 >= need))
     if (cfg.math == "wgmma" and threads == 256 and loads_have_ops(plan)
-            and 2 * (shared_bytes(plan, cfg, *operand_layouts(plan, cfg)) + 1024) <= SM_SHARED_BYTES):
+            and shared_ctas(shared_bytes(plan, cfg, *operand_layouts(plan, cfg))) >= 2):
         return 2   # two CTAs fit the shared memory: keep their registers in 128
     if cfg.math != "mma16" or plan.k > cfg.bk or accumulators < 64:
         return 1

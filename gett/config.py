@@ -189,14 +189,14 @@ def _persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> KernelConfig:
     ``abcd-deca-be`` 70.2 -> 59.9 (s2 59.2, s4 59.8). Not the 256-row tiles of #6-8 (19 KB, four CTAs an
     SM already overlap each other's loads and stores): #6 207.9 -> 222.0 us (s2), #7 223.8 -> 252.8, #8
     180.7 -> 190.2."""
-    from .codegen import SM_SHARED_BYTES, check_persistent, shared_bytes
+    from .codegen import check_persistent, shared_bytes, shared_ctas
     from .tiling import tile_plan
     from .tma import tile_box
     tiled = tile_plan(plan, cfg)
     a, b = _layouts(plan, cfg)
     persistent = replace(cfg, persistent=True, stages=3)
     box = tile_box(tiled, persistent, a, arch)
-    if box is None or 2 * (shared_bytes(tiled, cfg, a, b, a_box=True) + 1024) <= SM_SHARED_BYTES:
+    if box is None or shared_ctas(shared_bytes(tiled, cfg, a, b, a_box=True)) >= 2:
         return cfg
     try:
         check_persistent(tiled, persistent, box, b)
@@ -284,7 +284,7 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
     if cfg.ws and cfg.split_k > 1:
         return replace(cfg, ws=False, stages=3)
     if cfg.math == "mma16":
-        cfg = replace(cfg, persistent=False)   # its A or B tile is no longer copied as it is
+        cfg = replace(cfg, persistent=False)   # the tile may change below, and then be no TMA box of A
         if cfg.bk == 64 and round_up(plan.k, 32) < round_up(plan.k, 64):
             cfg = replace(cfg, bk=32)
         if cfg.bm == 256:

@@ -7,7 +7,7 @@ import weakref
 
 import numpy as np
 
-from .codegen import SM_SHARED_BYTES
+from .codegen import SM_SHARED_BYTES, shared_ctas
 from .config import output_tiles
 
 _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64": np.float64,
@@ -58,7 +58,7 @@ def resident_ctas(kernel, registers: int, sm_shared: int = SM_SHARED_BYTES, sm_r
     """CTAs of ``kernel`` one SM holds at once, by its shared memory (the driver reserves 1 KB a CTA),
     its ``registers`` a thread (allocated in eights; unknown, ≤ 0: not counted) and its threads."""
     by_registers = sm_registers // (-(-registers // 8) * 8 * kernel.threads) if registers > 0 else sm_threads
-    return max(1, min(sm_shared // (kernel.shared_bytes + 1024), by_registers, sm_threads // kernel.threads))
+    return max(1, min(shared_ctas(kernel.shared_bytes, sm_shared), by_registers, sm_threads // kernel.threads))
 
 
 class Launcher:
