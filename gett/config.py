@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt")
 PRODUCER_THREADS = 128   # the producer warpgroup of a warp-specialised (ws) kernel
-WGMMA_N = (64, 72, 80, 96, 128, 160, 192, 224, 240, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
+WGMMA_N = (64, 72, 80, 96, 128, 160, 192, 216, 224, 240, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
 
 
 @dataclass(frozen=True)
@@ -75,11 +75,18 @@ class KernelConfig:
                              f"not {self.math} with split_k {self.split_k}")
         if self.math == "wgmma":
             # Swapped, the width is M's and short (few accumulators): up to four warpgroups of rows.
-            rows, width, counts = ("bn", "bm", (64, 128, 256)) if self.swap else ("bm", "bn", (64, 128))
+            # With a producer, three warpgroups of rows (192), which take most of its registers.
+            rows, width, counts = (("bn", "bm", (64, 128, 256)) if self.swap
+                                   else ("bm", "bn", (64, 128, 192) if self.ws else (64, 128)))
             if getattr(self, rows) not in counts or getattr(self, width) not in WGMMA_N or self.bk != 64:
                 raise ValueError(f"wgmma tile {self.bm}x{self.bn}x{self.bk}{' (swap)' if self.swap else ''}: "
-                                 f"{rows} must be one of {counts} (warpgroups of 64; more spill), "
+                                 f"{rows} must be one of {counts} (warpgroups of 64; more spill"
+                                 f"{'; 192 with a producer warpgroup, ws' if not self.swap and not self.ws else ''}), "
                                  f"{width} one of {WGMMA_N}, bk 64 (one 128-byte swizzle line of f16)")
+            if self.bm == 192 and not self.swap and (self.bn > 240 or 128 < self.bn < 192):
+                # issued in parts of 128 columns (WgmmaMath's PART): the rest must be a width of its own
+                raise ValueError(f"wgmma tile {self.bm}x{self.bn}: three warpgroups of rows take widths up to "
+                                 f"128 or 192-240 (256 spills)")
             if getattr(self, rows) == 64 and getattr(self, width) == 256:   # one warpgroup: 128 accumulators
                 raise ValueError(f"wgmma tile {self.bm}x{self.bn}: one warpgroup's 128 accumulators plus the "
                                  f"loads spill; use two ({rows} 128)")
@@ -242,22 +249,39 @@ def _waves(plan, cfg: KernelConfig) -> int:
 
 def _wide_tile(plan, cfg: KernelConfig) -> KernelConfig:
     """The 128 x 256 tile, rasterised in groups of 16 row tiles (with or without a producer warpgroup;
-    measured with one), and with one 240 columns wide where B loads K-major (an MN-major tile takes
-    whole 64-column swizzle atoms) and its tiles take no more waves than 256 columns: each then computes
-    1/16 less. H100 (tile_sweep, TMA loads, 2026-11-23):
-    #28 (5184^3, 861 or 902 tiles: 7 waves either way) 498.6 -> 479.9 us, #12 even (421.7 against 423.0);
-    16 row tiles a group against 8: #12 416.8 -> 410.9 and 423.0 -> 413.1, #28 479.9 -> 476.6."""
+    measured with one), or with a producer a narrower or taller one: where B loads K-major, 128 x 240,
+    and where the producer loads both operands by TMA 192 x {216, 224, 240, 192} (three math
+    warpgroups); where B loads N-major (whole 64-column swizzle atoms), 192 x 192 by TMA. Of these, the
+    tile whose waves of WAVE_SMS CTAs times its area is least (the work each SM is given, the last wave's
+    idle slots included), the first on ties. H100, f16 (tile_sweep, TMA loads): 128 x 240 against 256
+    on #28 (5184^3, 7 waves either way) 498.6 -> 479.9 us, #12 even (421.7 against 423.0); groups of 16
+    row tiles against 8: #12 416.8 -> 410.9, #28 479.9 -> 476.6 (session 15). 192 x 216 (5 waves)
+    against 128 x 240 (7): #12 (5136 x 5120 x 5136) 405.1 -> 369.6 us (192 x 224 384.7, 192 x 192
+    403.5, 192 x 240 393.0), #20-30 454.6-467.4 -> 442.2-449.4; #12's sizes with B N-major (a row-major
+    GEMM) 128 x 256 393.6 us, 192 x 192 384.3, 192 x 128 433.7 (session 23)."""
     cfg = replace(cfg, group_m=16)
-    narrow = replace(cfg, bn=240)
-    if cfg.ws and not _layouts(plan, cfg)[1].row_contig and _waves(plan, narrow) <= _waves(plan, cfg):
-        return narrow
-    return cfg
+    if not cfg.ws:
+        return cfg
+    k_major_b = not _layouts(plan, cfg)[1].row_contig
+    candidates = [cfg, replace(cfg, bn=240)] if k_major_b else [cfg]
+    if _tma_loads(plan, cfg):
+        candidates += [replace(cfg, bm=192, bn=bn) for bn in ((216, 224, 240, 192) if k_major_b else (192,))]
+    return min(candidates, key=lambda c: _waves(plan, c) * c.bm * c.bn)
+
+
+def _tma_loads(plan, cfg: KernelConfig) -> bool:
+    """Whether the producer of ``cfg`` (warp-specialised) loads both operands of ``plan`` by TMA."""
+    from .tiling import tile_plan
+    from .tma import tma_operands
+    return tma_operands(tile_plan(plan, cfg), cfg, _layouts(plan, cfg)) is not None
 
 
 def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
     """``cfg``, tuned for ``plan`` without ops, adapted to ``plan``'s op on A or B, which the kernel
     applies to every element of every tile it loads, K padding included:
     - no producer warpgroup (ws), which would apply the op alone (measured slower, see _wgmma_tile);
+      a 192-row tile, whose three math warpgroups take the TMA producer's registers, becomes _wgmma_tile's
+      128 x 256 for operands with ops;
       a split-K 128 x 256 tile also narrows to 128 x 128 with 4 stages, so that an op'd operand is
       staged through registers (codegen.operand_layouts): #14 ``ab-cad-dcb`` f16 with leaky ReLU, H100
       (tile_sweep --leaky): 328 us as 128 x 256 s3 k44, 266 us as 128 x 128 s4 k44 (s3: 318 at k30;
@@ -283,6 +307,8 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
         return replace(square, split_k=split_k_for(plan, square))
     if cfg.ws and cfg.split_k > 1:
         return replace(cfg, ws=False, stages=3)
+    if cfg.ws and cfg.bm == 192:   # three math warpgroups need a TMA producer's registers: the op'd tile
+        return replace(cfg, ws=False, bm=128, bn=256)
     if cfg.math == "mma16":
         cfg = replace(cfg, persistent=False)   # the tile may change below, and then be no TMA box of A
         if cfg.bk == 64 and round_up(plan.k, 32) < round_up(plan.k, 64):

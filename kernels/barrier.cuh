@@ -45,4 +45,17 @@ __device__ __forceinline__ void named_barrier_arrive() {
   asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
 }
 
+// Moves this warpgroup's registers per thread to REGS (a multiple of 8, 24-256; every thread of the
+// warpgroup executes it): dec gives registers back to the CTA's pool, inc waits until the pool has them.
+template <int REGS>
+__device__ __forceinline__ void warpgroup_registers_dec() {
+  static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg takes multiples of 8 in 24-256");
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+template <int REGS>
+__device__ __forceinline__ void warpgroup_registers_inc() {
+  static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg takes multiples of 8 in 24-256");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
 }  // namespace gett

@@ -80,6 +80,12 @@ struct Gett {
                                   : LoadA::kTma ? BARRIER_OFFSET + STAGES * 8 : TILE_BYTES;
   static constexpr int PRODUCER_THREADS = 128;   // the producer warpgroup (WS)
   static constexpr int BLOCK_THREADS = THREADS + (WS ? PRODUCER_THREADS : 0);
+  // Three math warpgroups (192 rows) and the producer launch with 128 registers a thread; the producer
+  // (TMA: one thread loads) hands most of its own to the math warpgroups for their accumulators.
+  static constexpr bool kShareRegisters = WS && THREADS == 384;
+  static constexpr int PRODUCER_REGISTERS = 40;
+  static constexpr int MATH_REGISTERS = (65536 - PRODUCER_THREADS * PRODUCER_REGISTERS) / THREADS / 8 * 8;
+  static_assert(!kShareRegisters || TMA, "a producer warpgroup copying by cp.async needs its registers");
   // Split-K partials run along D's stride-1 mode where that is M's first mode (a plain walk of M), so
   // reduce_splits reads and writes D in whole sectors.
   static constexpr bool PARTIALS_M_FAST = D_M_FAST && EPI_TX == 1;
@@ -138,6 +144,7 @@ struct Gett {
       unsigned long long* full = stage_barriers(tid, TMA ? 1 : PRODUCER_THREADS, THREADS / 32);
       unsigned long long* empty = full + STAGES;
       if (tid >= THREADS) {
+        if constexpr (kShareRegisters) warpgroup_registers_dec<PRODUCER_REGISTERS>();
         if constexpr (TMA) {
           if (tid == THREADS) produce_tma(map_a, map_b, int(m0), int(n0), k_first, k_tiles, full, empty);
         } else {
@@ -156,6 +163,7 @@ struct Gett {
         }
         return;
       }
+      if constexpr (kShareRegisters) warpgroup_registers_inc<MATH_REGISTERS>();
       math.init(tid);
       consume(math, k_tiles, full, empty);
     } else {

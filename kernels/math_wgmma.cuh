@@ -94,11 +94,20 @@ namespace gett {
   "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 "}, %40, %41, p, 1, 1, %42, %43;\n"
 #define GETT_WGMMA_OPERANDS80 \
   GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4
+#define GETT_WGMMA_D88 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", %40, %41, %42, %43}, %44, %45, p, 1, 1, %46, %47;\n"
+#define GETT_WGMMA_OPERANDS88 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43])
 #define GETT_WGMMA_D96 \
   "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
   GETT_WGMMA_R5 "}, %48, %49, p, 1, 1, %50, %51;\n"
 #define GETT_WGMMA_OPERANDS96 \
   GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, GETT_WGMMA_A5
+#define GETT_WGMMA_D112 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
+  GETT_WGMMA_R5 ", " GETT_WGMMA_R6 "}, %56, %57, p, 1, 1, %58, %59;\n"
+#define GETT_WGMMA_OPERANDS112 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, GETT_WGMMA_A5, GETT_WGMMA_A6
 #define GETT_WGMMA_D128 \
   "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
   GETT_WGMMA_R5 ", " GETT_WGMMA_R6 ", " GETT_WGMMA_R7 "}, %64, %65, p, 1, 1, %66, %67;\n"
@@ -119,6 +128,14 @@ namespace gett {
 #define GETT_WGMMA_OPERANDS192 \
   GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, GETT_WGMMA_A5, \
   GETT_WGMMA_A6, GETT_WGMMA_A7, GETT_WGMMA_A8, GETT_WGMMA_A9, GETT_WGMMA_A10, GETT_WGMMA_A11
+#define GETT_WGMMA_D216 \
+  "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
+  GETT_WGMMA_R5 ", " GETT_WGMMA_R6 ", " GETT_WGMMA_R7 ", " GETT_WGMMA_R8 ", " GETT_WGMMA_R9 ", " \
+  GETT_WGMMA_R10 ", " GETT_WGMMA_R11 ", " GETT_WGMMA_R12 ", %104, %105, %106, %107}, %108, %109, p, 1, 1, %110, %111;\n"
+#define GETT_WGMMA_OPERANDS216 \
+  GETT_WGMMA_A0, GETT_WGMMA_A1, GETT_WGMMA_A2, GETT_WGMMA_A3, GETT_WGMMA_A4, GETT_WGMMA_A5, \
+  GETT_WGMMA_A6, GETT_WGMMA_A7, GETT_WGMMA_A8, GETT_WGMMA_A9, GETT_WGMMA_A10, GETT_WGMMA_A11, \
+  GETT_WGMMA_A12, "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107])
 #define GETT_WGMMA_D224 \
   "{" GETT_WGMMA_R0 ", " GETT_WGMMA_R1 ", " GETT_WGMMA_R2 ", " GETT_WGMMA_R3 ", " GETT_WGMMA_R4 ", " \
   GETT_WGMMA_R5 ", " GETT_WGMMA_R6 ", " GETT_WGMMA_R7 ", " GETT_WGMMA_R8 ", " GETT_WGMMA_R9 ", " \
@@ -165,14 +182,17 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[N / 2], unsigned long l
   if constexpr (N == 64) { GETT_WGMMA_TYPED(64); }
   else if constexpr (N == 72) { GETT_WGMMA_TYPED(72); }
   else if constexpr (N == 80) { GETT_WGMMA_TYPED(80); }
+  else if constexpr (N == 88) { GETT_WGMMA_TYPED(88); }
   else if constexpr (N == 96) { GETT_WGMMA_TYPED(96); }
+  else if constexpr (N == 112) { GETT_WGMMA_TYPED(112); }
   else if constexpr (N == 128) { GETT_WGMMA_TYPED(128); }
   else if constexpr (N == 160) { GETT_WGMMA_TYPED(160); }
   else if constexpr (N == 192) { GETT_WGMMA_TYPED(192); }
+  else if constexpr (N == 216) { GETT_WGMMA_TYPED(216); }
   else if constexpr (N == 224) { GETT_WGMMA_TYPED(224); }
   else if constexpr (N == 240) { GETT_WGMMA_TYPED(240); }
   else {
-    static_assert(N == 256, "wgmma tiles here are 64 x {64, 72, 80, 96, 128, 160, 192, 224, 240, 256}");
+    static_assert(N == 256, "wgmma tiles here are 64 x {64, 72, 80, 88, 96, 112, 128, 160, 192, 216, 224, 240, 256}");
     GETT_WGMMA_TYPED(256);
   }
 #undef GETT_WGMMA_TYPED
@@ -196,8 +216,10 @@ __device__ __forceinline__ unsigned long long smem_descriptor(const void* p, uns
 
 // SWAP: the warpgroups take their 64 rows from B's tile and multiply them by all of A's tile (the
 // instruction's width is BM), accumulating D's transpose; for_each hands out (m, n) all the same. A
-// short M (72) then costs no half-empty 128-row tile.
-template <class T, class LoadA, class LoadB, int BM, int BN, int BK, bool SWAP = false>
+// short M (72) then costs no half-empty 128-row tile. PART: the widest instruction, the tile's width
+// issued as parts of PART columns and the rest: ptxas fits each wgmma's accumulators in the registers
+// a thread has at launch (128 at 512 threads), though setmaxnreg gives the math warpgroups more.
+template <class T, class LoadA, class LoadB, int BM, int BN, int BK, bool SWAP = false, int PART = 256>
 struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : BN> {
   static constexpr int WIDTH = SWAP ? BM : BN;   // the instruction's N
   using Base = WarpFragments<float, 16, 4, WIDTH, 16, WIDTH>;
@@ -225,13 +247,22 @@ struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : B
     const int group = threadIdx.x / 128;   // this warpgroup's 64 rows
     const T* rows = (SWAP ? sB : sA) + group * 64 * (LoadRows::kRowContig ? BK : LINE);
     const T* cols = SWAP ? sA : sB;
-    float (&d)[WIDTH / 2] = reinterpret_cast<float (&)[WIDTH / 2]>(acc[0][0][0]);
     wgmma_fence();
 #pragma unroll
-    for (int s = 0; s < BK / 16; ++s)
-      wgmma_64xNx16<T, WIDTH, LoadRows::kRowContig ? 1 : 0, LoadCols::kRowContig ? 1 : 0>(
-          d, descriptor<LoadRows>(rows, s), descriptor<LoadCols>(cols, s));
+    for (int s = 0; s < BK / 16; ++s) multiply<0>(rows, cols, s);
     wgmma_commit();
+  }
+  // k step s of the columns from C0 on, PART at a time: a K-major tile's columns are its lines, an
+  // MN-major one's 64-column atoms lie BK lines apart (PART a multiple of 64 keeps parts in whole atoms).
+  static_assert(PART >= WIDTH || PART % 64 == 0, "instruction parts of whole 64-column atoms");
+  template <int C0>
+  __device__ __forceinline__ void multiply(const T* rows, const T* cols, int s) {
+    constexpr int W = WIDTH - C0 < PART ? WIDTH - C0 : PART;
+    constexpr int C0_OFFSET = LoadCols::kRowContig ? C0 / 64 * BK * LINE : C0 * LINE;
+    float (&d)[W / 2] = reinterpret_cast<float (&)[W / 2]>(*(&acc[0][0][0] + C0 / 2));
+    wgmma_64xNx16<T, W, LoadRows::kRowContig ? 1 : 0, LoadCols::kRowContig ? 1 : 0>(
+        d, descriptor<LoadRows>(rows, s), descriptor<LoadCols>(cols + C0_OFFSET, s));
+    if constexpr (C0 + W < WIDTH) multiply<C0 + W>(rows, cols, s);
   }
 
   // Every accumulator as f(m, n, v), in the CTA tile's coordinates. Swapped, neighbouring accumulators

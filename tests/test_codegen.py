@@ -286,6 +286,20 @@ def test_warp_specialised_kernels_compile_without_spills(notation, ops):
     assert "__launch_bounds__(384, 1)" in k.source and k.source.count(", 64, 128, ") == 2   # loaders: 128 threads
 
 
+@pytest.mark.parametrize("bn", [192, 216, 240])
+def test_three_math_warpgroups_compile_without_spills(bn):
+    """192-row tiles (TCCG #12's pattern, loaded by TMA): 512 threads launch with 128 registers each, and
+    the math warpgroups hold up to 120 accumulators a thread only because the producer hands them its
+    registers (setmaxnreg) and each wgmma takes at most 128 columns (64 accumulators): without either,
+    ptxas spills or refuses the instruction."""
+    a = gett.TensorDescriptor((1024, 512), (1, 1024), "f16")
+    b = gett.TensorDescriptor((512, 1024), (1, 512), "f16")
+    plan = gett.plan_contraction(a, "mk", b, "kn", gett.TensorDescriptor((1024, 1024), (1, 1024), "f16"), "mn")
+    k = build_kernel(plan, "sm_90", KernelConfig("wgmma", 192, bn, 64, 4, ws=True))
+    assert k.tma is not None and k.threads == 512 and k.report.registers == 128
+    assert k.report.spill_stores == 0 and k.report.spill_loads == 0, k.report
+
+
 def test_warp_specialisation_needs_asynchronous_operands():
     """A producer warpgroup only copies asynchronously: scalar-staged operands and other math paths are
     refused with the reason, not compiled into a kernel that would read garbage."""
@@ -393,7 +407,7 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert (config(31).bm, config(31).bn) == (192, 128)
     assert (config(32).bm, config(32).bn) == (128, 192)   # D's run of 24 lies in N there
     assert (config(33).bm, config(33).bn) == (128, 128)
-    assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (128, 240)   # B K-major: see test_tma
+    assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (192, 216)   # B K-major: see test_tma
     for i in (15, 16, 17, 18):   # N or M in the hundreds: 128 x 128, 3 stages (two CTAs per SM)
         assert config(i).math == "wgmma" and (config(i).bm, config(i).bn, config(i).stages) == (128, 128, 3)
     for i in (9, 10, 11):   # M = 72 in one tile: wgmma 72 (swapped) x 128 on Hopper, else mma.sync 96 x 128

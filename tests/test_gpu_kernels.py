@@ -307,11 +307,13 @@ def column_major_f16(rng, modes, ext):
 
 
 @pytest.mark.parametrize("a_modes,b_modes", [("mk", "kn"), ("km", "nk"), ("mk", "nk"), ("km", "kn")])
-@pytest.mark.parametrize("tile,split", [((128, 256), 1), ((128, 240), 1), ((128, 128), 1), ((64, 192), 3)])
+@pytest.mark.parametrize("tile,split", [((128, 256), 1), ((128, 240), 1), ((128, 128), 1), ((64, 192), 3),
+                                        ((192, 216), 1), ((192, 192), 2)])
 def test_tma_loads_every_operand_direction(a_modes, b_modes, tile, split):
     """Warp-specialised wgmma kernels whose producer loads both operands through the TMA: K- and MN-major
     boxes, M (296), N (272) and K (1000) past the last tile (zero-filled boxes), split K, operands at 16-byte but not
-    256-byte aligned addresses, and a second pair of buffers (tensor maps are encoded per address)."""
+    256-byte aligned addresses, and a second pair of buffers (tensor maps are encoded per address). 192 rows:
+    three math warpgroups with the producer's registers, their wgmma issued in parts of 128 columns."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("TMA and wgmma need an sm_90 GPU")
     if tile[1] % 64 and b_modes == "kn":
@@ -339,11 +341,12 @@ def test_tma_loads_every_operand_direction(a_modes, b_modes, tile, split):
 
 
 @pytest.mark.parametrize("c_layout", ["like D", "transposed", "in place"])
-@pytest.mark.parametrize("batch", [1, 3])
-def test_warp_specialised_kernels_read_c(c_layout, batch):
+@pytest.mark.parametrize("batch,rows", [(1, 128), (1, 192), (3, 128)])
+def test_warp_specialised_kernels_read_c(c_layout, batch, rows):
     """beta != 0 in warp-specialised kernels, whose producer warpgroup asks L2 for C's part of the tile
-    once its loads are out: through the TMA (one batch) or cp.async (three batches), C laid out like D,
-    transposed (its own offsets) or D itself, M (296) and N (272) past the last tile."""
+    once its loads are out: through the TMA (one batch; with 192 rows on the registers the math
+    warpgroups leave it) or cp.async (three batches), C laid out like D, transposed (its own offsets) or D
+    itself, M (296) and N (272) past the last tile."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
     from gett.config import KernelConfig
@@ -353,7 +356,7 @@ def test_warp_specialised_kernels_read_c(c_layout, batch):
     c = random_values(rng, batch * 296 * 272, "f16").reshape(batch, 296, 272).astype(np.float16)
     C = cp.asarray(c) if c_layout != "transposed" else cp.asarray(c.transpose(0, 2, 1).copy()).transpose(0, 2, 1)
     D = C if c_layout == "in place" else cp.full((batch, 296, 272), np.nan, dtype=cp.float16)
-    config = KernelConfig("wgmma", 128, 256 if batch == 1 else 128, 64, 4, ws=True)
+    config = KernelConfig("wgmma", rows, 128 if batch > 1 else 192 if rows == 192 else 256, 64, 4, ws=True)
     plan = gett.plan_contraction(A, "lmk", B, "lkn", C, "lmn", D=D, beta=0.5, config=config)
     assert plan.kernel().config == config and (plan.kernel().tma is not None) == (batch == 1)
     gett.contract(plan, 1.5, A, B, 0.5, C, D)

@@ -104,16 +104,54 @@ def test_the_launcher_encodes_a_map_once_per_address_pair(monkeypatch):
     assert calls == [("A", 0x1000), ("B", 0x2000)]
 
 
-def test_wide_tiles_narrow_to_240_columns_where_b_is_k_major_and_no_wave_is_added():
-    """TCCG #12 (5136 x 5120 x 5136, B K-major): 41 x 22 tiles of 240 columns take the 7 waves of 132 SMs
-    that 41 x 20 of 256 take, each tile with 1/16 less work; an N-major B keeps 256 (whole 64-column
-    swizzle atoms). Both rasterise 16 row tiles a group."""
+def gapped_gemm(n, k):
+    """#12's pattern with M = 72 x 72 whose rows of 72 lie 80 elements apart: A is no 2-D matrix."""
+    return gett.plan_contraction(D((72, 72, k), (1, 80, 80 * 72), "f16"), "abk", D((n, k), None, "f16"), "nk",
+                                 D((72, 72, n), None, "f32"), "abn")
+
+
+def test_wide_tiles_take_the_least_work_per_sm():
+    """The wide tile is the one whose waves of 132 CTAs times its area is least. TCCG #12 (5136 x 5120 x
+    5136, B K-major): 27 x 24 tiles of 192 x 216 take 5 waves (207360 elements an SM) against 7 of
+    128 x 240 (215040) or 128 x 256 (229376); through cp.async (A not a 2-D matrix) it is 128 x 240, the
+    7 waves of 256 columns with 1/16 less work each. An N-major B takes whole 64-column swizzle atoms:
+    192 x 192 against 128 x 256. All rasterise 16 row tiles a group."""
     k_major = default_config(gemm(5136, 5120, 5136, b_modes="nk"), "sm_90")
-    assert (k_major.bm, k_major.bn, k_major.group_m, k_major.ws) == (128, 240, 16, True)
-    n_major = default_config(gemm(5136, 5120, 5136, b_modes="kn"), "sm_90")
-    assert (n_major.bn, n_major.group_m) == (256, 16)
-    one_more_wave = default_config(gemm(128 * 33, 1024, 4096, b_modes="nk"), "sm_90")   # 132 tiles of 256, 165 of 240
-    assert one_more_wave.bn == 256
+    assert (k_major.bm, k_major.bn, k_major.group_m, k_major.ws) == (192, 216, 16, True)
+    gapped = gapped_gemm(5120, 5136)
+    assert views(gapped) is None
+    assert (lambda c: (c.bm, c.bn, c.group_m))(default_config(gapped, "sm_90")) == (128, 240, 16)
+    n_major = default_config(gemm(5136, 5120, 5136, b_modes="kn"), "sm_90")   # 6 waves of 192 x 192 (221184)
+    assert (n_major.bm, n_major.bn, n_major.group_m) == (192, 192, 16)
+    one_wave = default_config(gemm(128 * 33, 1024, 4096, b_modes="nk"), "sm_90")   # 132 tiles of 128 x 256
+    assert (one_wave.bm, one_wave.bn) == (128, 256)
+    few = default_config(gemm(1024, 1024, 4096, b_modes="nk"), "sm_90")   # one wave of each: the smallest
+    assert (few.bm, few.bn) == (128, 240)
+
+
+def test_three_math_warpgroups_need_a_producer_loading_by_tma():
+    """192 rows: three math warpgroups, which take most of a TMA producer's registers, so only with a
+    producer (ws) whose loads are TMA boxes; widths of one wgmma part (up to 128) or of 128 and a second
+    part (192-240); 256 would spill."""
+    for bn in (160, 256):
+        with pytest.raises(ValueError, match="three warpgroups of rows take widths"):
+            KernelConfig("wgmma", 192, bn, 64, 4, ws=True).validate()
+    with pytest.raises(ValueError, match=r"bm must be one of \(64, 128\).*192 with a producer warpgroup"):
+        KernelConfig("wgmma", 192, 216, 64, 4).validate()
+    tall = KernelConfig("wgmma", 192, 216, 64, 4, ws=True)
+    with pytest.raises(ValueError, match="three math warpgroups.*must load by TMA"):
+        render_kernel(tile_plan(gapped_gemm(1000, 1000), tall), tall)
+    src = render_kernel(tile_plan(gemm(1000, 1000, 1000, b_modes="nk"), tall), tall)[0]
+    assert "__launch_bounds__(512, 1)" in src and ", false, 128>" in src   # wgmma in parts of 128 columns
+
+
+def test_ops_on_a_or_b_turn_a_192_row_tile_into_128_x_256():
+    """A database tile of 192 rows (three math warpgroups, a TMA producer) borrowed by a plan with an op
+    on A: no producer applies ops, so the heuristic's 128 x 256 for such plans."""
+    from gett.config import for_load_ops
+    plan = gemm(5136, 5120, 5136, b_modes="nk", op_a=gett.ops.relu)
+    assert for_load_ops(plan, KernelConfig("wgmma", 192, 216, 64, 4, group_m=16, ws=True)) == \
+        KernelConfig("wgmma", 128, 256, 64, 4, group_m=16)
 
 
 # --- A's tile as one box of A (mma.sync kernels, gett.tma.tile_box) ---------------------------------
