@@ -316,7 +316,8 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads
     tma = views is not None and box is None
-    if cfg.ws and cfg.math_threads > 256 and not tma:
+    three_warpgroups = cfg.ws and cfg.math_threads == 384   # kernels/gett.cuh: Gett::kShareRegisters
+    if three_warpgroups and not tma:
         raise ValueError(f"{cfg.key()}: three math warpgroups take most of the producer's registers, so it "
                          f"must load by TMA (both operands plain 2-D matrices, one batch)")
     names = ("map_a", "map_b")[:len(views or ())]
@@ -337,7 +338,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
         header = "math_mma.cuh"
     elif cfg.math == "wgmma":
         math = (f"gett::WgmmaMath<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, "
-                f"{'true' if cfg.swap else 'false'}{', 128' if cfg.math_threads > 256 and not cfg.swap else ''}>")
+                f"{'true' if cfg.swap else 'false'}{', 128' if three_warpgroups else ''}>")
         header = "math_wgmma.cuh"
     elif cfg.math in ("tf32", "3xtf32"):
         split = "true" if cfg.math == "3xtf32" else "false"

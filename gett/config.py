@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 
 MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt")
 PRODUCER_THREADS = 128   # the producer warpgroup of a warp-specialised (ws) kernel
-WGMMA_N = (64, 72, 80, 96, 128, 160, 192, 216, 224, 240, 256)   # the wgmma widths kernels/math_wgmma.cuh instantiates
+# the wgmma tile widths (kernels/math_wgmma.cuh; 192-row tiles issue theirs in parts of at most 128)
+WGMMA_N = (64, 72, 80, 96, 128, 160, 192, 216, 224, 240, 256)
 
 
 @dataclass(frozen=True)
