@@ -297,10 +297,10 @@ def _semiring(plan, acc: str) -> str:
 
 def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers: bool = True,
                   arch: str | None = None) -> tuple:
-    """Return (source, shared_bytes, threads) of the translation unit for ``plan`` under ``cfg``
+    """Return (source, shared_bytes, threads, TMA views) of the translation unit for ``plan`` under ``cfg``
     (``stage_ops``: see :func:`operand_layouts`; ``cap_registers``: launch bounds for
-    :func:`ctas_per_sm` CTAs per SM, else for one; ``arch``: the target, where TMA box tiles need sm_90,
-    see :func:`tma_views`)."""
+    :func:`ctas_per_sm` CTAs per SM, else for one; ``arch``: the target, where TMA box tiles need sm_90;
+    the views: :func:`tma_views`)."""
     cfg.validate()
     d = plan.descriptors
     acc = ACC_CTYPE[plan.compute_type.name]
@@ -316,8 +316,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads
     tma = views is not None and box is None
-    three_warpgroups = cfg.ws and cfg.math_threads == 384   # kernels/gett.cuh: Gett::kShareRegisters
-    if three_warpgroups and not tma:
+    if cfg.three_math_warpgroups and not tma:
         raise ValueError(f"{cfg.key()}: three math warpgroups take most of the producer's registers, so it "
                          f"must load by TMA (both operands plain 2-D matrices, one batch)")
     names = ("map_a", "map_b")[:len(views or ())]
@@ -338,7 +337,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
         header = "math_mma.cuh"
     elif cfg.math == "wgmma":
         math = (f"gett::WgmmaMath<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, "
-                f"{'true' if cfg.swap else 'false'}{', 128' if three_warpgroups else ''}>")
+                f"{'true' if cfg.swap else 'false'}{', 128' if cfg.three_math_warpgroups else ''}>")
         header = "math_wgmma.cuh"
     elif cfg.math in ("tf32", "3xtf32"):
         split = "true" if cfg.math == "3xtf32" else "false"
@@ -415,4 +414,4 @@ extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {REDUCE_NAME}(
   gett::reduce_splits<Problem, OpC, OpOut, Semiring, {cfg.split_k}, Kernel::PARTIALS_M_FAST>(partials, C, D, alpha, beta);
 }}
 """
-    return src, smem, threads
+    return src, smem, threads, views

@@ -51,6 +51,12 @@ class KernelConfig:
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
 
     @property
+    def three_math_warpgroups(self) -> bool:
+        """A 192-row tile with a producer (kernels/gett.cuh, Gett::kShareRegisters): the math warpgroups
+        take most of the producer's registers, so it must load by TMA."""
+        return self.ws and self.math_threads == 384
+
+    @property
     def load_threads(self) -> int:
         """The threads that copy A and B into shared memory: the producer warpgroup with ``ws``."""
         return PRODUCER_THREADS if self.ws else self.math_threads
@@ -308,7 +314,7 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
         return replace(square, split_k=split_k_for(plan, square))
     if cfg.ws and cfg.split_k > 1:
         return replace(cfg, ws=False, stages=3)
-    if cfg.ws and cfg.bm == 192:   # three math warpgroups need a TMA producer's registers: the op'd tile
+    if cfg.three_math_warpgroups:   # they need a TMA producer's registers: the op'd operands' tile
         return replace(cfg, ws=False, bm=128, bn=256)
     if cfg.math == "mma16":
         cfg = replace(cfg, persistent=False)   # the tile may change below, and then be no TMA box of A

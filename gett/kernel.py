@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .codegen import KERNEL_NAME, ctas_per_sm, operand_layouts, render_kernel, tma_views
+from .codegen import KERNEL_NAME, ctas_per_sm, render_kernel
 from .config import KernelConfig, default_config, has_wgmma
 from .errors import DeviceError
 from .nvrtc import ResourceUsage
@@ -170,16 +170,15 @@ def kernel_source(plan, arch: str, config: KernelConfig = None, stage_ops: bool 
     cfg = config or plan.config_override or tuned or default_config(plan, arch)
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
     tiled = tile_plan(plan, cfg)
-    source, smem, threads = render_kernel(tiled, cfg, stage_ops, cap_registers, arch)
+    source, smem, threads, tma = render_kernel(tiled, cfg, stage_ops, cap_registers, arch)
     while smem > limit and cfg.stages > cfg.min_stages:
         cfg = KernelConfig(**{**cfg.__dict__, "stages": cfg.stages - 1})
-        source, smem, threads = render_kernel(tiled, cfg, stage_ops, cap_registers, arch)
+        source, smem, threads, tma = render_kernel(tiled, cfg, stage_ops, cap_registers, arch)
     if smem > limit and tuned:   # a database entry that doesn't fit here must not break the plan
         warnings.warn(f"gett: tuned configuration {tuned.key()} does not fit {arch}; using the heuristic")
         return kernel_source(plan, arch, default_config(plan, arch), stage_ops, cap_registers)
     if smem > limit:
         raise DeviceError(f"kernel {cfg.key()} needs {smem} B of shared memory, {arch} allows {limit}")
-    tma = tma_views(tiled, cfg, operand_layouts(tiled, cfg, stage_ops), arch)
     return KernelSource(f"// device headers {headers_digest()}\n{source}", f"gett_{cfg.key()}.cu", cfg, smem,
                         threads, tma)
 

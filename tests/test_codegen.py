@@ -105,7 +105,7 @@ def test_source_bakes_in_the_index_tables():
     D = gett.TensorDescriptor
     plan = gett.plan_contraction(D((5, 7, 3), None, "f32"), "bda", D((7, 4), None, "f32"), "dc",
                                  D((3, 5, 4), None, "f32"), "abc")
-    src, smem, threads = render_kernel(plan, default_config(plan))
+    src, smem, threads, _ = render_kernel(plan, default_config(plan))
     t = plan.tables["M"]
     for e, d, s in zip(t.extents, t.divisors, t.strides_of("A")):
         assert f"gett::Mode<{e}, {d}, {s}>" in src
@@ -181,7 +181,7 @@ def test_second_mode_of_a_box_loads_strided_vectors():
     assert (b.row_contig, b.vector, b.step, b.is_async) == (False, 4, 8, False)
     a = operand_layout(tiled, "A", "M", cfg.bm, cfg.bk)
     assert (a.vector, a.step, a.is_async) == (8, 1, True)
-    src, _, _ = render_kernel(tiled, cfg)
+    src, _, _, _ = render_kernel(tiled, cfg)
     assert "false, 4, false, 8, false>" in src
 
 

@@ -370,7 +370,7 @@ def test_op_the_compute_type_lacks_fails_at_plan_time():
 ])
 def test_identity_literal_is_rendered_like_expr_constants(dtype, identity, literal):
     p = _plan(dtype=dtype, op_ab=ops.MAX_PLUS.multiply, reduce=(np.maximum, identity))
-    src, _, _ = render_kernel(p, default_config(p))
+    src, _, _, _ = render_kernel(p, default_config(p))
     assert f"static T identity() {{ return {literal}; }}" in src
 
 

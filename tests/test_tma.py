@@ -273,7 +273,7 @@ def test_the_box_kernel_takes_one_tensor_map_and_compiles_for_sm_90():
     """The kernel of a box tile takes A's map only (B copies by cp.async), declares one barrier a stage
     after its tiles, and compiles (NVRTC) without spills; for sm_80 the same plan renders the old loader."""
     plan, _ = box_plan(*BOX_CASES[0][:3])
-    src, smem, _ = render_kernel(plan, MMA_256, arch="sm_90")
+    src, smem, _, _ = render_kernel(plan, MMA_256, arch="sm_90")
     assert src.count("const __grid_constant__ gett::TensorMap") == 1 and "&map_a)" in src
     assert "gett::TmaBoxLoader<" in src and "gett::TileLoader<Problem::TB" in src
     # the epilogue tile (32 x 264 halves) and offsets (2 x 288 ints) outgrow the stage, then three barriers
@@ -290,7 +290,7 @@ def test_a_persistent_box_kernel_keeps_its_epilogue_apart_from_every_stage_and_c
     epilogue tile and offsets follow them, then the barriers; NVRTC compiles it without spills."""
     cfg = KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, persistent=True)
     plan, _ = box_plan(BOX_CASES[0][0], BOX_CASES[0][1], cfg)
-    src, smem, _ = render_kernel(plan, cfg, arch="sm_90")
+    src, smem, _, _ = render_kernel(plan, cfg, arch="sm_90")
     assert "gett::TmaBoxLoader<" in src and ", true>;" in src.split("using Kernel = ")[1].split("\n")[0]
     stage = 256 * 32 * 2 + 32 * (32 + 8) * 2   # A's box (unpadded), B's tile (padded rows)
     assert smem == 3 * stage + 32 * 264 * 2 + 2 * 288 * 4 + 3 * 8
