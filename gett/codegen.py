@@ -212,9 +212,12 @@ def tma_views(plan, cfg: KernelConfig, layouts, arch: str | None) -> tuple | Non
 
 
 def check_persistent(plan, cfg: KernelConfig, box, b: OperandLayout) -> None:
-    """ValueError unless a CTA can run several of ``plan``'s tiles under ``cfg`` (kernels/gett.cuh,
-    run_tiles): A's tile a TMA box (``box``, see :func:`gett.tma.tile_box`), B copied asynchronously
-    (any op applied in place), N in one tile, one batch."""
+    """ValueError unless a CTA can run several of ``plan``'s tiles under ``cfg`` (kernels/gett.cuh): a
+    producer warpgroup (run_tiles_ws) can, given one K range a tile (KernelConfig.validate); without one
+    (run_tiles), A's tile must be a TMA box (``box``, see :func:`gett.tma.tile_box`), B copied
+    asynchronously (any op applied in place), N in one tile, one batch."""
+    if cfg.ws:
+        return
     why = ("A's tile is not one TMA box of A (gett.tma.tile_box)" if box is None
            else f"N = {plan.n} takes more than one tile of {cfg.bn}" if plan.n > cfg.bn
            else f"the batch has {plan.batch} indices" if plan.batch != 1

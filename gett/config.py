@@ -34,7 +34,7 @@ class KernelConfig:
     split_k: int = 1     # CTAs sharing one output tile's K range (partials reduced deterministically)
     ws: bool = False     # wgmma only: a producer warpgroup loads, the others only compute (warp specialisation)
     swap: bool = False   # wgmma only: B's tile is the instruction's rows (64 a warpgroup), A's its width
-    persistent: bool = False   # mma16 only: a few CTAs per SM, each over several tiles (A a TMA box tile)
+    persistent: bool = False   # a few CTAs per SM, each over several tiles: mma16 (A a TMA box tile) or ws
 
     @property
     def min_stages(self) -> int:
@@ -77,9 +77,10 @@ class KernelConfig:
             raise ValueError(f"warp specialisation (ws) needs the wgmma path, not {self.math}")
         if self.swap and self.math != "wgmma":
             raise ValueError(f"swapped operands (swap) need the wgmma path, not {self.math}")
-        if self.persistent and (self.math != "mma16" or self.split_k > 1):
-            raise ValueError(f"CTAs over several tiles (persistent) need the mma16 path without split K, "
-                             f"not {self.math} with split_k {self.split_k}")
+        if self.persistent and (self.math != "mma16" and not self.ws or self.split_k > 1):
+            raise ValueError(f"CTAs over several tiles (persistent) need the mma16 path or a producer warpgroup "
+                             f"(ws), without split K, not {self.math}{' ws' if self.ws else ''} with split_k "
+                             f"{self.split_k}")
         if self.math == "wgmma":
             # Swapped, the width is M's and short (few accumulators): up to four warpgroups of rows.
             # With a producer, three warpgroups of rows (192), which take most of its registers.
@@ -246,7 +247,36 @@ def _wgmma_tile(plan):
         return None
     if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0:
         return _wide_tile(plan, replace(big, ws=not loads_have_ops(plan)))
-    return _WGMMA_128X128 if _staged(plan, _WGMMA_128X128) == 0 else small
+    if _staged(plan, _WGMMA_128X128):
+        return small
+    return _persistent_producer_tile(plan) or _WGMMA_128X128
+
+
+def _persistent_producer_tile(plan) -> KernelConfig | None:
+    """For a GEMM-like plan with M or N in the hundreds: 128 rows with a producer warpgroup over several
+    tiles (ws, persistent: the next tile's loads in flight while a tile is stored), as wide as the fewest
+    column tiles allow and no wider (WGMMA_N from 128; an N-major B in whole 64-column atoms), 4 stages where
+    the shared memory holds them, else 3. None where K is split, A or B has an op (the producer would apply
+    it) or is transposed in shared memory. H100, f16 (tile_sweep, session 24), against 128 x 128 s3 without
+    a producer: #15 ``abc-acd-db`` (N = 296, B K-major) 72.1 -> 63.0 us as 128 x 160 s4 (128 x 192 69.3,
+    128 x 256 s3 85.2, 128 x 128 s4 80.8); #18 ``abc-adc-db`` 83.0 -> 70.5 (192: 71.6); #17 ``abc-adc-bd``
+    (N = 312, B N-major) 83.0 -> 73.3 as 128 x 192 s4 (256 s3: 78.5); #16 ``abc-ad-bdc`` (N = 92352)
+    83.7 -> 71.8 as 128 x 256 s3 (192 s4: 74.8). Without persistence 128 x 256 s3 was 84.7-92.5."""
+    from .codegen import shared_bytes, shared_ctas
+    from .tiling import tile_plan
+    if loads_have_ops(plan):
+        return None
+    k_major_b = not _layouts(plan, _WGMMA_128X128)[1].row_contig
+    widths = [w for w in WGMMA_N if w >= 128 and (k_major_b or w % 64 == 0)]
+    width = min(widths, key=lambda w: (-(-plan.n // w), w))
+    for stages in (4, 3):
+        cfg = replace(_WGMMA_128X128, bn=width, stages=stages, ws=True, persistent=True)
+        a, b = _layouts(plan, cfg)
+        if split_k_for(plan, cfg) > 1 or not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
+            return None
+        if shared_ctas(shared_bytes(tile_plan(plan, cfg), cfg, a, b)) >= 1:
+            return cfg
+    return None
 
 
 def _waves(plan, cfg: KernelConfig) -> int:
@@ -307,6 +337,7 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       128 x 32 x 64 s3 42.3, s4 46.1 (a stage more of shared memory); #5 ``abcd-ebad-ce`` (K = 72: 128
       positions transformed 64 deep, 96 at 32) 256 x 32 x 64 s3 64.4 us, 256 x 32 x 32 s3 59.7,
       128 x 32 x 32 s3 62.5, s4 57.8."""
+    cfg = replace(cfg, persistent=cfg.persistent and not cfg.ws)   # the ws branches below drop the producer
     if cfg.ws and cfg.split_k > 1 and cfg.bn == 256:
         return replace(cfg, ws=False, bn=128, stages=max(cfg.stages, 4))
     if cfg.ws and cfg.split_k > 1 and cfg.bm == 64:

@@ -60,7 +60,8 @@ def _closeness(cfg: KernelConfig, base: KernelConfig) -> tuple:
         shape = float(cfg.math != base.math)
     return (log2(cfg.bm, base.bm) + log2(cfg.bn, base.bn) + log2(cfg.bk, base.bk)
             + abs(cfg.stages - base.stages) + shape + log2(cfg.split_k, base.split_k)
-            + 0.5 * (cfg.ws != base.ws) + 0.5 * (cfg.swap != base.swap), cfg.key())
+            + 0.5 * (cfg.ws != base.ws) + 0.5 * (cfg.swap != base.swap) + 0.5 * (cfg.persistent != base.persistent),
+            cfg.key())
 
 
 def _valid(cfg: KernelConfig) -> bool:
@@ -73,18 +74,19 @@ def _valid(cfg: KernelConfig) -> bool:
 
 def _wgmma_configs(plan, arch: str) -> list:
     """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 3 to 5 stages, with
-    and without a producer warpgroup (ws); 192 rows of 192 to 240 columns (valid with a producer loading
-    by TMA only); for M up to 128 also swapped ones (M the instruction's width, the smallest that covers
-    it, over 64 to 256 rows of N)."""
+    and without a producer warpgroup (ws), and a producer over several tiles (persistent) where K is not
+    split; 192 rows of 192 to 240 columns (valid with a producer loading by TMA only); for M up to 128 also
+    swapped ones (M the instruction's width, the smallest that covers it, over 64 to 256 rows of N)."""
     if not has_wgmma(arch) or math_path(plan) != "mma16":
         return []
     shapes = [(bm, bn, False) for bm, bn in product((64, 128), WGMMA_N)]
     shapes += [(192, bn, False) for bn in (192, 216, 224, 240)]
     if plan.m <= 128:
         shapes += [(fit_tile(plan.m, WGMMA_N), bn, True) for bn in (64, 128, 256)]
-    return [dataclasses.replace(cfg, split_k=split_k_for(plan, cfg))
-            for (bm, bn, swap), stages, ws in product(shapes, (3, 4, 5), (False, True))
-            for cfg in [KernelConfig("wgmma", bm, bn, 64, stages, ws=ws, swap=swap)] if _valid(cfg)]
+    configs = [dataclasses.replace(cfg, split_k=split_k_for(plan, cfg))
+               for (bm, bn, swap), stages, ws in product(shapes, (3, 4, 5), (False, True))
+               for cfg in [KernelConfig("wgmma", bm, bn, 64, stages, ws=ws, swap=swap)] if _valid(cfg)]
+    return configs + [dataclasses.replace(cfg, persistent=True) for cfg in configs if cfg.ws and cfg.split_k == 1]
 
 
 def _fits(plan, arch: str, cfg: KernelConfig) -> bool:

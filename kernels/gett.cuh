@@ -29,7 +29,8 @@ namespace gett {
 // math threads plus a producer warpgroup that does all the loading (see produce()); with TMA one of
 // its threads does it, a box per operand tile, through the tensor maps of A and B (tma.cuh). PERSIST:
 // a grid of a few CTAs per SM, each running tiles blockIdx.x, blockIdx.x + gridDim.x, ... through one
-// pipeline (run_tiles), so the next tiles' loads are in flight while a tile's epilogue runs.
+// pipeline (run_tiles; with WS, run_tiles_ws), so the next tiles' loads are in flight while a tile's
+// epilogue runs.
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
           int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
           int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false, bool TMA = false,
@@ -93,9 +94,26 @@ struct Gett {
                          !LoadA::kTransposes && !LoadB::kTransposes),
                 "TMA loads plain swizzled tiles in the producer warpgroup (no ops, no transpositions)");
   static_assert(!LoadA::kTma || (!WS && !TMA && !LoadB::kTma), "a TMA box tile is A's, in a kernel without a producer");
-  static_assert(!PERSIST || (LoadA::kTma && LoadB::kAsync && !LoadB::kTransposes && !Math::kAsyncMath &&
-                             SPLIT == 1 && P::L == 1 && P::N <= BN),
+  static_assert(!PERSIST || WS || (LoadA::kTma && LoadB::kAsync && !LoadB::kTransposes && !Math::kAsyncMath &&
+                                   SPLIT == 1 && P::L == 1 && P::N <= BN),
                 "a CTA over several tiles: A a TMA box tile, B copied asynchronously, one column of tiles, one batch");
+  static_assert(!PERSIST || !WS || SPLIT == 1, "a producer over several tiles: no split K");
+
+  // Tiles: batches outermost; inside a batch GROUP_M row tiles sweep the columns together, so
+  // neighbouring CTAs share A and B tiles in L2.
+  static constexpr long long TILES_M = (P::M + BM - 1) / BM, TILES_N = (P::N + BN - 1) / BN;
+  static constexpr long long TILES = TILES_M * TILES_N * P::L;
+  static constexpr int K_TILES = int((P::K + BK - 1) / BK);
+  struct Origin {
+    long long l, m0, n0;   // batch index, first row, first column
+  };
+  __device__ __forceinline__ static Origin origin(long long tile) {
+    const long long t = tile % (TILES_M * TILES_N);
+    const long long first_m = t / (GROUP_M * TILES_N) * GROUP_M;
+    const long long group_rows = (TILES_M - first_m) < GROUP_M ? (TILES_M - first_m) : GROUP_M;
+    const long long in_group = t % (GROUP_M * TILES_N);
+    return {tile / (TILES_M * TILES_N), (first_m + in_group % group_rows) * BM, in_group / group_rows * BN};
+  }
 
   __device__ __forceinline__ static void run(const typename P::TA* __restrict__ A,
                                              const typename P::TB* __restrict__ B,
@@ -104,27 +122,19 @@ struct Gett {
                                              Acc alpha, Acc beta, const TensorMap* map_a = nullptr,
                                              const TensorMap* map_b = nullptr) {
     const int tid = threadIdx.x;
-    if constexpr (PERSIST) {
+    if constexpr (PERSIST && WS) {
+      run_tiles_ws(A, B, C, D, alpha, beta, tid, map_a, map_b);
+      return;
+    } else if constexpr (PERSIST) {
       run_tiles(B, C, D, alpha, beta, tid, map_a);
       return;
     }
 
-    // Tile coordinates: batches outermost; inside a batch GROUP_M row-tiles sweep the columns
-    // together so neighbouring CTAs share A and B tiles in L2.
-    constexpr long long tiles_m = (P::M + BM - 1) / BM, tiles_n = (P::N + BN - 1) / BN;
-    constexpr long long tiles = tiles_m * tiles_n * P::L;
     const long long cta = (long long)blockIdx.x + (long long)blockIdx.y * gridDim.x;
-    if (cta >= tiles * SPLIT) return;
-    const int split = int(cta / tiles);
-    const long long tile = cta % tiles;
-    const long long l = tile / (tiles_m * tiles_n);
-    const long long t = tile % (tiles_m * tiles_n);
-    const long long group = t / (GROUP_M * tiles_n);
-    const long long first_m = group * GROUP_M;
-    const long long group_rows = (tiles_m - first_m) < GROUP_M ? (tiles_m - first_m) : GROUP_M;
-    const long long in_group = t % (GROUP_M * tiles_n);
-    const long long m0 = (first_m + in_group % group_rows) * BM;
-    const long long n0 = (in_group / group_rows) * BN;
+    if (cta >= TILES * SPLIT) return;
+    const int split = int(cta / TILES);
+    const Origin at = origin(cta % TILES);
+    const long long l = at.l, m0 = at.m0, n0 = at.n0;
 
     const typename P::IndexL li = typename P::IndexL(l);
     A += P::AL::offset(li);
@@ -132,10 +142,9 @@ struct Gett {
     C += P::CL::offset(li);
     D += P::DL::offset(li);
 
-    constexpr int k_tiles_all = int((P::K + BK - 1) / BK);
-    constexpr int k_tiles_per_split = (k_tiles_all + SPLIT - 1) / SPLIT;
+    constexpr int k_tiles_per_split = (K_TILES + SPLIT - 1) / SPLIT;
     const int k_first = split * k_tiles_per_split;   // this CTA's K tiles: [k_first, k_first + k_tiles)
-    const int k_rest = k_tiles_all - k_first;
+    const int k_rest = K_TILES - k_first;
     const int k_tiles = k_rest < k_tiles_per_split ? (k_rest > 0 ? k_rest : 0) : k_tiles_per_split;
 
     Math math;
@@ -145,27 +154,13 @@ struct Gett {
       unsigned long long* empty = full + STAGES;
       if (tid >= THREADS) {
         if constexpr (kShareRegisters) warpgroup_registers_dec<PRODUCER_REGISTERS>();
-        if constexpr (TMA) {
-          if (tid == THREADS) produce_tma(map_a, map_b, int(m0), int(n0), k_first, k_tiles, full, empty);
-        } else {
-          produce(A, B, m0, n0, k_first, k_tiles, tid - THREADS, full, empty);
-        }
-        if (SPLIT == 1 && !(beta == zero<Acc>())) {   // C's part of the tile to L2 once the loads are out
-          if constexpr (TMA) {   // the other producer warps wait for the loading thread's warp
-            if (tid < THREADS + 32) {
-              __syncwarp();   // bar counts whole warps
-              named_barrier_arrive<2, PRODUCER_THREADS>();
-            } else {
-              named_barrier_sync<2, PRODUCER_THREADS>();
-            }
-          }
-          prefetch_c(C, m0, n0, tid - THREADS);
-        }
+        produce_tile(A, B, C, m0, n0, k_first, k_tiles, 0, SPLIT == 1 && !(beta == zero<Acc>()), tid, full, empty,
+                     map_a, map_b);
         return;
       }
       if constexpr (kShareRegisters) warpgroup_registers_inc<MATH_REGISTERS>();
       math.init(tid);
-      consume(math, k_tiles, full, empty);
+      consume(math, 0, k_tiles, full, empty);
     } else {
       math.init(tid);
       mainloop(math, A, B, m0, n0, k_first, k_tiles, tid, map_a);
@@ -358,7 +353,7 @@ struct Gett {
 
   __device__ __forceinline__ static void produce(const typename P::TA* __restrict__ A,
                                                  const typename P::TB* __restrict__ B, long long m0, long long n0,
-                                                 int k_first, int k_tiles, int ptid, unsigned long long* full,
+                                                 int k_first, int k_tiles, int t0, int ptid, unsigned long long* full,
                                                  unsigned long long* empty) {
     static_assert(LoadA::kAsync && LoadB::kAsync, "the producer copies both operands asynchronously");
     static_assert(!kWorkOnLanding || LANDING >= 1, "ops or transpositions in the producer need 3 stages");
@@ -369,8 +364,8 @@ struct Gett {
     const int last = k_tiles + (kWorkOnLanding ? LANDING : 0);
     for (int t = 0; t < last; ++t) {
       if (t < k_tiles) {
-        const int s = t % STAGES;
-        if (t >= STAGES) mbarrier_wait(&empty[s], ((t / STAGES) & 1) ^ 1);   // its last tile's MMAs are done
+        const int s = (t0 + t) % STAGES;
+        wait_empty(empty, t0 + t);
         load_a.issue(stage_a(s), k_first + t);
         load_b.issue(stage_b(s), k_first + t);
         if constexpr (kWorkOnLanding) cp_async_commit(); else mbarrier_arrive_on_copies(&full[s]);
@@ -379,7 +374,7 @@ struct Gett {
         const int u = t - LANDING;
         if (u < 0) continue;
         if (t < k_tiles) cp_async_wait<LANDING>(); else cp_async_wait<0>();
-        const int s = u % STAGES;
+        const int s = (t0 + u) % STAGES;
         load_a.template transform<LANDING_BATCH>(stage_a(s), k_first + u);
         load_b.template transform<LANDING_BATCH>(stage_b(s), k_first + u);
         if constexpr (LoadA::kTransposes || LoadB::kTransposes) {
@@ -389,6 +384,70 @@ struct Gett {
         }
         mbarrier_arrive(&full[s]);
       }
+    }
+  }
+  // Until the stage of the CTA's t-th K tile is free: the MMAs on the tile it held before are done.
+  __device__ __forceinline__ static void wait_empty(unsigned long long* empty, int t) {
+    if (t >= STAGES) mbarrier_wait(&empty[t % STAGES], ((t / STAGES) & 1) ^ 1);
+  }
+
+  // The producer warpgroup's part of one tile: the loads of its K tiles k_first, ..., the CTA's K tiles
+  // t0, t0 + 1, ... through the stages; then, with `prefetch`, C's part of the tile asked into L2.
+  __device__ __forceinline__ static void produce_tile(const typename P::TA* __restrict__ A,
+                                                      const typename P::TB* __restrict__ B,
+                                                      const typename P::TC* __restrict__ C, long long m0, long long n0,
+                                                      int k_first, int k_tiles, int t0, bool prefetch, int tid,
+                                                      unsigned long long* full, unsigned long long* empty,
+                                                      const TensorMap* map_a, const TensorMap* map_b) {
+    if constexpr (TMA) {
+      if (tid == THREADS) produce_tma(map_a, map_b, int(m0), int(n0), k_first, k_tiles, t0, full, empty);
+    } else {
+      produce(A, B, m0, n0, k_first, k_tiles, t0, tid - THREADS, full, empty);
+    }
+    if (!prefetch) return;
+    if constexpr (TMA) {   // the other producer warps wait for the loading thread's warp
+      if (tid < THREADS + 32) {
+        __syncwarp();   // bar counts whole warps
+        named_barrier_arrive<2, PRODUCER_THREADS>();
+      } else {
+        named_barrier_sync<2, PRODUCER_THREADS>();
+      }
+    }
+    prefetch_c(C, m0, n0, tid - THREADS);
+  }
+
+  // PERSIST with a producer warpgroup: a grid of the CTAs the SMs hold at once, each running tiles
+  // blockIdx.x, blockIdx.x + gridDim.x, ...; the producer's loads and the MMAs go through the stages as
+  // one sequence of K tiles, and the epilogue has shared memory of its own, so the producer loads the
+  // next tile's first K tiles while the math warpgroups store a tile.
+  __device__ __forceinline__ static void run_tiles_ws(const typename P::TA* __restrict__ A,
+                                                      const typename P::TB* __restrict__ B,
+                                                      const typename P::TC* __restrict__ C,
+                                                      typename P::TD* __restrict__ D, Acc alpha, Acc beta, int tid,
+                                                      const TensorMap* map_a, const TensorMap* map_b) {
+    unsigned long long* full = stage_barriers(tid, TMA ? 1 : PRODUCER_THREADS, THREADS / 32);
+    unsigned long long* empty = full + STAGES;
+    if (tid >= THREADS) {
+      if constexpr (kShareRegisters) warpgroup_registers_dec<PRODUCER_REGISTERS>();
+      const bool prefetch = !(beta == zero<Acc>());
+      int t0 = 0;
+      for (long long tile = blockIdx.x; tile < TILES; tile += gridDim.x, t0 += K_TILES) {
+        const Origin at = origin(tile);
+        const typename P::IndexL l = typename P::IndexL(at.l);
+        produce_tile(A + P::AL::offset(l), B + P::BL::offset(l), C + P::CL::offset(l), at.m0, at.n0, 0, K_TILES, t0,
+                     prefetch, tid, full, empty, map_a, map_b);
+      }
+      return;
+    }
+    if constexpr (kShareRegisters) warpgroup_registers_inc<MATH_REGISTERS>();
+    Math math;
+    int t0 = 0;
+    for (long long tile = blockIdx.x; tile < TILES; tile += gridDim.x, t0 += K_TILES) {
+      const Origin at = origin(tile);
+      const typename P::IndexL l = typename P::IndexL(at.l);
+      math.init(tid);
+      consume(math, t0, K_TILES, full, empty);
+      epilogue(math, C + P::CL::offset(l), D + P::DL::offset(l), at.m0, at.n0, alpha, beta, tid);
     }
   }
 
@@ -411,11 +470,11 @@ struct Gett {
   // TMA: one thread waits for a free stage, announces the stage's bytes on its full barrier and
   // starts the boxes of A and B; the barrier's phase completes when they have all landed.
   __device__ __forceinline__ static void produce_tma(const TensorMap* map_a, const TensorMap* map_b, int m0, int n0,
-                                                     int k_first, int k_tiles, unsigned long long* full,
+                                                     int k_first, int k_tiles, int t0, unsigned long long* full,
                                                      unsigned long long* empty) {
     for (int t = 0; t < k_tiles; ++t) {
-      const int s = t % STAGES;
-      if (t >= STAGES) mbarrier_wait(&empty[s], ((t / STAGES) & 1) ^ 1);
+      const int s = (t0 + t) % STAGES;
+      wait_empty(empty, t0 + t);
       mbarrier_arrive_expect_bytes(&full[s], A_STAGE_BYTES + B_STAGE_BYTES);
       const int k0 = (k_first + t) * BK;
       tma_load_tile<typename P::TA, BM, BK, LoadA::kRowContig>(stage_a(s), map_a, m0, k0, &full[s]);
@@ -423,19 +482,23 @@ struct Gett {
     }
   }
 
-  __device__ __forceinline__ static void consume(Math& math, int k_tiles, unsigned long long* full,
+  // The math warps' K tiles, the CTA's t0, t0 + 1, ... through the stages: each waits for its stage,
+  // and each warp releases the stage once its MMAs on it are done.
+  __device__ __forceinline__ static void consume(Math& math, int t0, int k_tiles, unsigned long long* full,
                                                  unsigned long long* empty) {
     static_assert(Math::kAsyncMath, "warp specialisation feeds wgmma");
+    const bool releases = threadIdx.x % 32 == 0;
     for (int kt = 0; kt < k_tiles; ++kt) {
-      const int s = kt % STAGES;
-      mbarrier_wait(&full[s], (kt / STAGES) & 1);
+      const int t = t0 + kt;
+      mbarrier_wait(&full[t % STAGES], (t / STAGES) & 1);
       if constexpr (!TMA) fence_proxy_async();   // the stage's generic-proxy writes, seen by wgmma's async proxy
-      math.compute(stage_a(s), stage_b(s), BK);
-      math.template wait<1>();   // this warp's MMAs of tile kt - 1 are done: release its stage
-      if (kt > 0 && threadIdx.x % 32 == 0) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
+      math.compute(stage_a(t % STAGES), stage_b(t % STAGES), BK);
+      math.template wait<1>();   // this warp's MMAs of tile t - 1 are done: release its stage
+      if (kt > 0 && releases) mbarrier_arrive(&empty[(t - 1) % STAGES]);
     }
     math.template wait<0>();
-    sync_math_threads();   // every warpgroup's MMAs are done before the epilogue reuses the stages
+    if (k_tiles > 0 && releases) mbarrier_arrive(&empty[(t0 + k_tiles - 1) % STAGES]);   // the next tile's loads
+    sync_math_threads();   // every warpgroup's MMAs are done before the epilogue (the stages, or its own tile)
   }
 
   static constexpr bool kBox = EPI_TX > 1;

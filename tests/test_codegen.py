@@ -389,8 +389,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     that M is boxed and 256 rows would leave 8 x 8 boxes of 72-element modes (#3, #4: 24 x 24), not
     with K = 312 (#1), 192 rows
     where D's stride-1 mode has an extent of 24 (#31), plain 128x128 where D runs are long (#33), one
-    tile row for M = 72 (#9-11: with A K-major, M is the wgmma instruction's width), wgmma 128x128
-    where N or M is in the hundreds (#15-18)."""
+    tile row for M = 72 (#9-11: with A K-major, M is the wgmma instruction's width), wgmma with a
+    producer over several tiles where N or M is in the hundreds (#15-18)."""
     from tccg_suite.suite import select
 
     def config(i):
@@ -408,8 +408,11 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert (config(32).bm, config(32).bn) == (128, 192)   # D's run of 24 lies in N there
     assert (config(33).bm, config(33).bn) == (128, 128)
     assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (192, 216)   # B K-major: see test_tma
-    for i in (15, 16, 17, 18):   # N or M in the hundreds: 128 x 128, 3 stages (two CTAs per SM)
-        assert config(i).math == "wgmma" and (config(i).bm, config(i).bn, config(i).stages) == (128, 128, 3)
+    # N or M in the hundreds: 128 rows, a producer over several tiles, the narrowest width of the fewest
+    # column tiles (N = 296, B K-major: 160; N = 312, B N-major: 192; N = 92352: 256, 3 stages)
+    tiles = {i: (config(i).bm, config(i).bn, config(i).stages, config(i).ws, config(i).persistent) for i in (15, 16, 17, 18)}
+    assert tiles == {15: (128, 160, 4, True, True), 16: (128, 256, 3, True, True), 17: (128, 192, 4, True, True),
+                     18: (128, 160, 4, True, True)}
     for i in (9, 10, 11):   # M = 72 in one tile: wgmma 72 (swapped) x 128 on Hopper, else mma.sync 96 x 128
         assert config(i) == KernelConfig("wgmma", 72, 128, 64, 3, swap=True) and config(i).threads == 256
         c = select([i])[0]

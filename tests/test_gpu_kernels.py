@@ -368,6 +368,77 @@ def test_warp_specialised_kernels_read_c(c_layout, batch, rows):
     assert err < 2e-3, f"relative error {err:.2e}"
 
 
+# (rows, columns, stages, batch, swap): CTAs over several tiles with a producer warpgroup; 5 K tiles a tile
+# (K = 296, the last partial), so the stages' phases shift from tile to tile
+PERSISTENT_WS_TILES = [
+    (128, 128, 4, 1, False),   # TMA loads, three K tiles of the next tile loaded during an epilogue
+    (128, 128, 3, 3, False),   # cp.async loads (three batches), tiles of every batch in one CTA
+    (128, 256, 3, 1, False),   # TMA, a wide tile
+    (192, 192, 3, 1, False),   # TMA, three math warpgroups with the producer's registers
+    (128, 72, 3, 1, True),     # swapped: M (72) is the instruction's width
+]
+
+
+@pytest.mark.parametrize("rows,cols,stages,batch,swap", PERSISTENT_WS_TILES,
+                         ids=[f"{t[0]}x{t[1]}-s{t[2]}-l{t[3]}{'-swap' if t[4] else ''}" for t in PERSISTENT_WS_TILES])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_persistent_warp_specialised_kernels(rows, cols, stages, batch, swap, beta):
+    """A producer warpgroup over several tiles (KernelConfig.persistent with ws, kernels/gett.cuh
+    run_tiles_ws): the producer's loads and the MMAs run through the stages as one sequence of K tiles
+    across the CTA's tiles, the epilogue in shared memory of its own; with beta != 0 the producer asks
+    for each tile's C. M, N and K past their last tiles, a grid smaller than the tiles, a NaN-poisoned D,
+    against numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
+    from gett.config import KernelConfig, output_tiles
+    from gett.launch import launcher
+    rng = np.random.default_rng(24)
+    m, n, k = (72, 60000, 296) if swap else (4000 // batch, 2096, 296)
+    A = cp.asarray(random_values(rng, batch * m * k, "f16").reshape(batch, m, k).astype(np.float16))
+    B = cp.asarray(random_values(rng, batch * k * n, "f16").reshape(batch, k, n).astype(np.float16))
+    c = random_values(rng, batch * m * n, "f16").reshape(batch, m, n).astype(np.float16)
+    C, D = cp.asarray(c), cp.full((batch, m, n), np.nan, dtype=cp.float16)
+    bm, bn = (cols, rows) if swap else (rows, cols)
+    config = KernelConfig("wgmma", bm, bn, 64, stages, ws=True, swap=swap, persistent=True)
+    plan = gett.plan_contraction(A, "lmk", B, "lkn", C, "lmn", D=D, beta=beta, config=config)
+    assert plan.kernel().config == config and (plan.kernel().tma is not None) == (batch == 1)
+    grid = launcher(plan, cp.cuda.Device().id, "cupy")._grid[0]
+    assert grid < output_tiles(plan, config) / 1.5, f"{grid} CTAs for {output_tiles(plan, config)} tiles"
+    gett.contract(plan, 1.5, A, B, beta, C, D)
+    expect = 1.5 * np.einsum("lmk,lkn->lmn", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
+    expect += beta * c.astype(np.float64)
+    got = cp.asnumpy(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+    assert err < 2e-3, f"relative error {err:.2e}"
+
+
+def test_a_persistent_producer_applies_ops_once_a_stage_lands():
+    """Ops on A and B in a producer over several tiles: it copies by cp.async and applies them to each
+    stage once it lands (LANDING tiles behind its copies), draining at every tile's end; leaky ReLU (0.01) on A,
+    leaky ReLU (0.5) on B, beta != 0 into a NaN-poisoned D, against numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
+    from gett.config import KernelConfig
+    rng = np.random.default_rng(25)
+    m, n, k = 4000, 2096, 296
+    A = cp.asarray(random_values(rng, m * k, "f16").reshape(m, k).astype(np.float16))
+    B = cp.asarray(random_values(rng, k * n, "f16").reshape(k, n).astype(np.float16))
+    c = random_values(rng, m * n, "f16").reshape(m, n).astype(np.float16)
+    C, D = cp.asarray(c), cp.full((m, n), np.nan, dtype=cp.float16)
+    config = KernelConfig("wgmma", 128, 192, 64, 4, ws=True, persistent=True)
+    plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn", D=D, beta=0.5, config=config,
+                                 op_a=lambda x: x if x > 0 else 0.01 * x, op_b=lambda x: x if x > 0 else 0.5 * x)
+    assert plan.kernel().config == config and plan.kernel().tma is None
+    gett.contract(plan, 1.5, A, B, 0.5, C, D)
+    a, b = cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64)
+    expect = 1.5 * np.where(a > 0, a, 0.01 * a) @ np.where(b > 0, b, 0.5 * b) + 0.5 * c.astype(np.float64)
+    got = cp.asnumpy(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+    assert err < 2e-3, f"relative error {err:.2e}"
+
+
 def test_tma_loads_staged_operands():
     """TCCG #20's pattern at a small size, both operands staged into dense copies that the TMA loads."""
     if cp.cuda.Device().compute_capability != "90":

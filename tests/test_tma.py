@@ -17,12 +17,12 @@ D = gett.TensorDescriptor
 WIDE = KernelConfig("wgmma", 128, 256, 64, 4, ws=True)
 
 
-def gemm(m, n, k, a_modes="mk", b_modes="kn", dtype="f16", batch=0, **kw):
+def gemm(m, n, k, a_modes="mk", b_modes="kn", dtype="f16", batch=0, d_dtype="f32", **kw):
     """A plan of D[m,n] = A·B with A and B laid out row-major in the order of their mode strings."""
     ext = {"m": m, "n": n, "k": k, "l": batch}
     a_modes, b_modes, d_modes = a_modes + "l" * bool(batch), b_modes + "l" * bool(batch), "mn" + "l" * bool(batch)
     a, b = (D(tuple(ext[c] for c in s), None, dtype) for s in (a_modes, b_modes))
-    return gett.plan_contraction(a, a_modes, b, b_modes, D(tuple(ext[c] for c in d_modes), None, "f32"), d_modes,
+    return gett.plan_contraction(a, a_modes, b, b_modes, D(tuple(ext[c] for c in d_modes), None, d_dtype), d_modes,
                                  **kw)
 
 
@@ -327,12 +327,59 @@ def test_ops_on_a_box_tile_are_applied_in_place_once_a_stage_lands():
     assert kernel.config == cfg and kernel.report.spill_stores == 0
 
 
-def test_persistent_ctas_need_the_mma16_path_without_split_k():
+def test_persistent_ctas_need_the_mma16_path_or_a_producer_without_split_k():
     with pytest.raises(ValueError, match="persistent"):
         KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, split_k=2, persistent=True).validate()
     with pytest.raises(ValueError, match="persistent"):
         KernelConfig("wgmma", 128, 128, 64, 3, persistent=True).validate()
+    with pytest.raises(ValueError, match="persistent"):
+        KernelConfig("wgmma", 128, 128, 64, 3, ws=True, split_k=2, persistent=True).validate()
+    KernelConfig("wgmma", 128, 160, 64, 4, ws=True, persistent=True).validate()
     assert KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, persistent=True).key().endswith("_p")
+    assert KernelConfig("wgmma", 128, 160, 64, 4, ws=True, persistent=True).key() == "wgmma_128x160x64_s4_g8_ws_p"
+
+
+# --- a producer warpgroup over several tiles (ws, persistent) ----------------------------------------------
+def test_tiles_of_a_few_hundred_columns_take_a_persistent_producer_with_the_fewest_column_tiles():
+    """M or N in the hundreds (TCCG #15-18, f16 D): 128 rows, a producer over several tiles, the narrowest
+    width of the fewest column tiles (an N-major B in 64-column atoms), 4 stages where they fit with the
+    epilogue's own tile (3 for 256 columns, or for 160 with an f32 D). Not where A has an op (the producer
+    would apply it alone), nor where K is split."""
+    def tile(m, n, k, b_modes, d_dtype="f16", **kw):
+        cfg = default_config(gemm(m, n, k, b_modes=b_modes, d_dtype=d_dtype, **kw), "sm_90")
+        return cfg.bm, cfg.bn, cfg.stages, cfg.ws, cfg.persistent, cfg.split_k
+    assert tile(92352, 296, 312, "nk") == (128, 160, 4, True, True, 1)
+    assert tile(92352, 296, 312, "nk", d_dtype="f32") == (128, 160, 3, True, True, 1)
+    assert tile(92352, 312, 296, "kn") == (128, 192, 4, True, True, 1)
+    assert tile(312, 92352, 296, "kn") == (128, 256, 3, True, True, 1)
+    assert tile(92352, 296, 312, "nk", op_a=gett.ops.relu) == (128, 128, 3, False, False, 1)
+    split = tile(312, 296, 92352, "nk")
+    assert not split[4] and split[5] > 1
+
+
+def test_a_persistent_producer_keeps_its_epilogue_apart_and_compiles_without_spills():
+    """The stages (4 of 128 x 64 and 160 x 64), then the epilogue tile (128 rows of 160 + 8 16-bit
+    elements) and offsets, then two barriers a stage; the producer loads by TMA; NVRTC compiles it
+    without spills. With an op on A the producer copies by cp.async (and applies the op once a stage lands)."""
+    plan = gemm(92352, 296, 312, b_modes="nk", d_dtype="f16")
+    cfg = default_config(plan, "sm_90")
+    src, smem, threads, tma = render_kernel(tile_plan(plan, cfg), cfg, arch="sm_90")
+    assert threads == 384 and tma is not None and src.split("using Kernel = ")[1].split(";")[0].endswith("true, true, true>")
+    assert smem == 4 * (128 + 160) * 64 * 2 + 128 * 168 * 2 + 2 * (128 + 160) * 4 + 2 * 4 * 8
+    kernel = plan.kernel("sm_90")
+    assert kernel.config == cfg and kernel.shared_bytes == smem and kernel.report.spill_stores == 0
+    with_op = gemm(92352, 296, 312, b_modes="nk", d_dtype="f16", op_a=gett.ops.relu)
+    assert render_kernel(tile_plan(with_op, cfg), cfg, arch="sm_90")[3] is None   # cp.async, the op on landing
+
+
+def test_the_tuner_offers_a_persistent_producer_wherever_k_is_not_split():
+    from gett.tuner import _wgmma_configs
+    configs = _wgmma_configs(gemm(92352, 296, 312, b_modes="nk", d_dtype="f16"), "sm_90")
+    persistent = [c for c in configs if c.persistent]
+    assert {160, 192, 256} <= {c.bn for c in persistent} and all(c.ws and c.split_k == 1 for c in persistent)
+    assert {c.persistent for c in configs} == {False, True}
+    split = _wgmma_configs(gemm(312, 296, 92352, b_modes="nk", d_dtype="f16"), "sm_90")
+    assert all(c.split_k == 1 and c.ws for c in split if c.persistent)
 
 
 def test_a_box_map_is_encoded_with_its_rank_strides_box_and_swizzle(monkeypatch):
