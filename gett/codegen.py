@@ -312,6 +312,9 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     if cfg.ws and not (la.is_async and lb.is_async):
         raise ValueError(f"{cfg.key()}: warp specialisation needs both operands copied asynchronously "
                          f"(A {'async' if la.is_async else 'staged'}, B {'async' if lb.is_async else 'staged'})")
+    if cfg.ws and loads_have_ops(plan) and cfg.stages < 3:
+        raise ValueError(f"{cfg.key()}: a producer warpgroup applies ops to a stage after the next one's copies "
+                         f"are issued, so it needs 3 stages")
     views = tma_views(plan, cfg, (la, lb), arch)
     box = views[0] if views and isinstance(views[0], TmaBox) else None
     if cfg.persistent:

@@ -32,7 +32,7 @@ class KernelConfig:
     tn: int = 0
     group_m: int = 8
     split_k: int = 1     # CTAs sharing one output tile's K range (partials reduced deterministically)
-    ws: bool = False     # wgmma only: a producer warpgroup loads, the others only compute (warp specialisation)
+    ws: bool = False     # wgmma or simt: a producer warpgroup loads, the others only compute (warp specialisation)
     swap: bool = False   # wgmma only: B's tile is the instruction's rows (64 a warpgroup), A's its width
     persistent: bool = False   # a few CTAs per SM, each over several tiles: mma16 (A a TMA box tile) or ws
 
@@ -54,7 +54,7 @@ class KernelConfig:
     def three_math_warpgroups(self) -> bool:
         """A 192-row tile with a producer (kernels/gett.cuh, Gett::kShareRegisters): the math warpgroups
         take most of the producer's registers, so it must load by TMA."""
-        return self.ws and self.math_threads == 384
+        return self.ws and self.math == "wgmma" and self.math_threads == 384
 
     @property
     def load_threads(self) -> int:
@@ -73,8 +73,8 @@ class KernelConfig:
             raise ValueError(f"{self.math} needs at least {self.min_stages} stages, got {self.stages}")
         if self.split_k < 1:
             raise ValueError(f"split_k must be ≥ 1, got {self.split_k}")
-        if self.ws and self.math != "wgmma":
-            raise ValueError(f"warp specialisation (ws) needs the wgmma path, not {self.math}")
+        if self.ws and self.math not in ("wgmma", "simt"):
+            raise ValueError(f"warp specialisation (ws) needs the wgmma or simt path, not {self.math}")
         if self.swap and self.math != "wgmma":
             raise ValueError(f"swapped operands (swap) need the wgmma path, not {self.math}")
         if self.persistent and (self.math != "mma16" and not self.ws or self.split_k > 1):
@@ -488,9 +488,18 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
       us (session 22; 8 columns a thread 150.1; #10/#11, B N-major, slower that way: 124.8 -> 128.9,
       121.1 -> 128.6).
     - K ≤ 32 with D's stride-1 extent like 24 or 384 (not a power of two; dividing 192 or divided by
-      it): 192 along N where A is K-major (else along M where B is, else along the longer side), 12 a
-      thread, 64 the other way: whole runs of D in a tile. All of K in one stage (2 stages), except
-      across D's runs of 384 (8 deep there). #31-39 (B K-major, 192 x 64): #31 131.5 -> 111.1 us
+      it), where both operands copy asynchronously (and have no op): 128 x 128, 8 x 8 a thread, all of K
+      in one stage, a producer warpgroup over several tiles (ws, persistent) with 4 stages, which loads
+      the next tiles while a tile is computed and stored. H100, f32 (tile_sweep, session 24), against
+      the 192-wide tiles below: #33 89.5 -> 79.3 us, #36 91.0 -> 79.9, #39 89.6 -> 79.2, #40 94.2 -> 84.3,
+      #43 93.8 -> 84.8, #46 92.0 -> 84.7 (3 stages 80.3-85.8; 128 x 128 without the producer 89.2-113.8).
+    - The same with an operand staged through registers, where D's run divides 192: 128 x 128 in 2
+      stages. #32 102.6 -> 94.4 us, #35 103.5 -> 93.5, #38 103.2 -> 93.7, #41 109.3 -> 94.0, #44 111.7 ->
+      95.4, #47 108.3 -> 93.6, #34 106.2 -> 101.8, #45 109.1 -> 98.0, #42/#48 even (112.0/109.7 -> 110.8),
+      #31/#37 slower (104.3 -> 108.3, 104.2 -> 107.8).
+    - Else (session 19): 192 along N where A is K-major (else along M where B is, else along the
+      longer side), 12 a thread, 64 the other way: whole runs of D in a tile. All of K in one stage (2
+      stages), except across D's runs of 384 (8 deep there). #31-39 (B K-major, 192 x 64): #31 131.5 -> 111.1 us
       (120.3 8 deep), #32 114.3 -> 105.5 (110.1), #34 149.1 -> 113.2 (122.4), #33 110.8 -> 92.0 (99.1
       24 deep), #36 97.6 -> 91.9 (100.2); #40-48 (A K-major, 64 x 192; 192 x 64 8 deep: 120-164):
       #40 117 -> 100.3 (111.9 8 deep), #42 144.2 -> 112.8 (122.2), #45 140 -> 109.1 (115.5), #41, #44,
@@ -513,8 +522,14 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
     # the extent of D's stride-1 mode where it leads the M or N table (0 elsewhere, e.g. in a batch mode)
     run = next((plan.tables[g].extents[0] for g in "MN" if plan.tables[g].strides_of("D")[:1] == (1,)), 0)
     if plan.k <= 32 and min(m, n) >= 192 and run & (run - 1) and (192 % run == 0 or run % 192 == 0):
-        a, b = _layouts(plan, cfg)
         whole_k = {"bk": round_up(plan.k, 8), "stages": 2}   # all of K in one stage (measured, see above)
+        square = replace(cfg, bm=128, bn=128, tm=8, tn=8, **whole_k)   # measured, see above
+        a, b = _layouts(plan, square)
+        if a.is_async and b.is_async and not loads_have_ops(plan):
+            return replace(square, stages=4, ws=True, persistent=True)
+        if 192 % run == 0:
+            return square
+        a, b = _layouts(plan, cfg)
         # not across a K-major operand: its 12 rows a thread are 12 strided shared-memory reads a K step
         if not a.row_contig or (b.row_contig and n > m):
             return replace(cfg, bm=64, bn=192, tm=4, tn=12, **whole_k)

@@ -81,9 +81,9 @@ struct Gett {
                                   : LoadA::kTma ? BARRIER_OFFSET + STAGES * 8 : TILE_BYTES;
   static constexpr int PRODUCER_THREADS = 128;   // the producer warpgroup (WS)
   static constexpr int BLOCK_THREADS = THREADS + (WS ? PRODUCER_THREADS : 0);
-  // Three math warpgroups (192 rows) and the producer launch with 128 registers a thread; the producer
+  // Three wgmma warpgroups (192 rows) and the producer launch with 128 registers a thread; the producer
   // (TMA: one thread loads) hands most of its own to the math warpgroups for their accumulators.
-  static constexpr bool kShareRegisters = WS && THREADS == 384;
+  static constexpr bool kShareRegisters = WS && THREADS == 384 && Math::kAsyncMath;
   static constexpr int PRODUCER_REGISTERS = 40;
   static constexpr int MATH_REGISTERS = (65536 - PRODUCER_THREADS * PRODUCER_REGISTERS) / THREADS / 8 * 8;
   static_assert(!kShareRegisters || TMA, "a producer warpgroup copying by cp.async needs its registers");
@@ -160,7 +160,7 @@ struct Gett {
       }
       if constexpr (kShareRegisters) warpgroup_registers_inc<MATH_REGISTERS>();
       math.init(tid);
-      consume(math, 0, k_tiles, full, empty);
+      consume(math, 0, k_first, k_tiles, full, empty);
     } else {
       math.init(tid);
       mainloop(math, A, B, m0, n0, k_first, k_tiles, tid, map_a);
@@ -446,7 +446,7 @@ struct Gett {
       const Origin at = origin(tile);
       const typename P::IndexL l = typename P::IndexL(at.l);
       math.init(tid);
-      consume(math, t0, K_TILES, full, empty);
+      consume(math, t0, 0, K_TILES, full, empty);
       epilogue(math, C + P::CL::offset(l), D + P::DL::offset(l), at.m0, at.n0, alpha, beta, tid);
     }
   }
@@ -482,23 +482,33 @@ struct Gett {
     }
   }
 
-  // The math warps' K tiles, the CTA's t0, t0 + 1, ... through the stages: each waits for its stage,
-  // and each warp releases the stage once its MMAs on it are done.
-  __device__ __forceinline__ static void consume(Math& math, int t0, int k_tiles, unsigned long long* full,
-                                                 unsigned long long* empty) {
-    static_assert(Math::kAsyncMath, "warp specialisation feeds wgmma");
+  // The math warps' K tiles k_first, ..., the CTA's t0, t0 + 1, ... through the stages: each waits for
+  // its stage, and each warp releases the stage once its products on it are done (wgmma: once its MMAs
+  // on the next tile have started and those on this one are waited for).
+  __device__ __forceinline__ static void consume(Math& math, int t0, int k_first, int k_tiles,
+                                                 unsigned long long* full, unsigned long long* empty) {
     const bool releases = threadIdx.x % 32 == 0;
     for (int kt = 0; kt < k_tiles; ++kt) {
       const int t = t0 + kt;
       mbarrier_wait(&full[t % STAGES], (t / STAGES) & 1);
-      if constexpr (!TMA) fence_proxy_async();   // the stage's generic-proxy writes, seen by wgmma's async proxy
-      math.compute(stage_a(t % STAGES), stage_b(t % STAGES), BK);
-      math.template wait<1>();   // this warp's MMAs of tile t - 1 are done: release its stage
-      if (kt > 0 && releases) mbarrier_arrive(&empty[(t - 1) % STAGES]);
+      const long long k_left = P::K - (long long)(k_first + kt) * BK;
+      const int k_valid = k_left < BK ? int(k_left) : BK;
+      if constexpr (Math::kAsyncMath) {
+        if constexpr (!TMA) fence_proxy_async();   // the stage's generic-proxy writes, seen by wgmma's async proxy
+        math.compute(stage_a(t % STAGES), stage_b(t % STAGES), k_valid);
+        math.template wait<1>();   // this warp's MMAs of tile t - 1 are done: release its stage
+        if (kt > 0 && releases) mbarrier_arrive(&empty[(t - 1) % STAGES]);
+      } else {
+        math.compute(stage_a(t % STAGES), stage_b(t % STAGES), k_valid);
+        __syncwarp();   // every lane's reads of the stage are done
+        if (releases) mbarrier_arrive(&empty[t % STAGES]);
+      }
     }
-    math.template wait<0>();
-    if (k_tiles > 0 && releases) mbarrier_arrive(&empty[(t0 + k_tiles - 1) % STAGES]);   // the next tile's loads
-    sync_math_threads();   // every warpgroup's MMAs are done before the epilogue (the stages, or its own tile)
+    if constexpr (Math::kAsyncMath) {
+      math.template wait<0>();
+      if (k_tiles > 0 && releases) mbarrier_arrive(&empty[(t0 + k_tiles - 1) % STAGES]);   // the next tile's loads
+    }
+    sync_math_threads();   // every warp's products are done before the epilogue (the stages, or its own tile)
   }
 
   static constexpr bool kBox = EPI_TX > 1;

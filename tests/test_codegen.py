@@ -303,7 +303,7 @@ def test_three_math_warpgroups_compile_without_spills(bn):
 def test_warp_specialisation_needs_asynchronous_operands():
     """A producer warpgroup only copies asynchronously: scalar-staged operands and other math paths are
     refused with the reason, not compiled into a kernel that would read garbage."""
-    with pytest.raises(ValueError, match="ws.*needs the wgmma path"):
+    with pytest.raises(ValueError, match="ws.*needs the wgmma or simt path"):
         KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32, ws=True).validate()
     a, b, c = descriptors(300, 300, 300, "f16", "f32", "strided")
     plan = gett.plan_contraction(a, "mk", b, "kn", c, "mn")
@@ -440,16 +440,17 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     """Measured choices for f32 data (tile_sweep --dtype f32, config._memory_bound_simt_tile): 384 x 24 for
     N = 24 with a long M (#1, #5-8), 576 x 24 where that turns M's 12 x 8 boxes into 24 x 24 (#3, #4),
     128 x 24 for a K-major A with K = 312 (#2); one 72-row tile for M = 72 (#9-11) and one 72-column tile
-    for N = 72 (#19); 192 x 64 for K = 24 where D's stride-1 mode has 24 or 384 elements and B is K-major
-    (#31-39), 64 x 192 where A is (#40-48); GEMMs keep 128 x 128 (#12)."""
+    for N = 72 (#19); 128 x 128 for K = 24 where D's stride-1 mode has 24 or 384 elements (#31-48), with a
+    producer warpgroup over several tiles where both operands copy asynchronously; GEMMs keep 128 x 128
+    (#12)."""
     from tccg_suite.suite import select
 
-    def config(i):
+    def config(i, full=False):
         c = select([i])[0]
         d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
         plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
         cfg = default_config(plan, "sm_90")
-        return cfg.bm, cfg.bn, cfg.tm, cfg.tn
+        return cfg if full else (cfg.bm, cfg.bn, cfg.tm, cfg.tn)
     c = select([9])[0]   # B K-major (#9): all of K in one stage, 4 columns a thread
     d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
     nine = default_config(gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C")))
@@ -459,8 +460,17 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     assert config(3) == config(4) == (576, 24, 12, 3)   # a, d = 72: 24 x 24 boxes
     assert config(2) == (128, 24, 8, 3)   # K-major A, K = 312: 128 rows, 32 deep
     assert [config(i) for i in (9, 10, 11, 19)] == [(72, 128, 9, 4)] + [(72, 128, 9, 8)] * 2 + [(128, 72, 8, 9)]
-    assert {config(i) for i in range(31, 40)} == {(192, 64, 12, 4)}
-    assert {config(i) for i in range(40, 49)} == {(64, 192, 4, 12)}
+    # K = 24 with D's run of 24 or 384: 128 x 128, with a producer over several tiles where both operands
+    # copy asynchronously (4 stages), else 2 stages (a box's strided vectors staged through registers)
+    assert {config(i) for i in range(31, 49)} == {(128, 128, 8, 8)}
+    producer = {i for i in range(31, 49) if config(i, full=True).ws}
+    assert producer == {33, 36, 39, 40, 43, 46}
+    assert all((config(i, full=True).persistent, config(i, full=True).stages) == ((True, 4) if i in producer
+                                                                                    else (False, 2)) for i in range(31, 49))
+    c = select([33])[0]   # with an op on A, no producer (it would apply the op alone)
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
+    fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), op_a=gett.ops.relu)
+    assert not default_config(fused, "sm_90").ws
     assert config(12)[:2] == (128, 128)
     # a max-plus semiring takes the SIMT path for 16-bit data too, but these rules are for 4-byte data
     a, b, c = descriptors(80, 8192, 64, "f16", "f32", "k-contig")
@@ -469,6 +479,25 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     a, b, c = descriptors(80, 8192, 64, "f32", "f32", "k-contig")
     f32 = gett.plan_contraction(a, "mk", b, "kn", c, "mn", op_ab=lambda x, y: x + y, reduce=(max, -np.inf))
     assert (default_config(f32).bm, default_config(f32).tm) == (80, 10)
+
+
+def test_simt_tiles_with_a_producer_compile_without_spills_and_need_three_stages_for_ops():
+    """SIMT math fed by a producer warpgroup (f32 TCCG #33's heuristic tile: 128 x 128, 4 stages, over
+    several tiles): 256 math threads and the producer, no spills under NVRTC. A producer applies an op
+    to a stage after issuing the next one's copies, so with an op on A it needs 3 stages."""
+    from tccg_suite.suite import select
+    c = select([33])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
+    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+    cfg = default_config(plan, "sm_90")
+    assert (cfg.math, cfg.ws, cfg.persistent, cfg.threads) == ("simt", True, True, 384)
+    k = build_kernel(plan, "sm_90", cfg)
+    assert k.report.spill_stores == 0 and k.report.spill_loads == 0, k.report
+    a, b, out = descriptors(300, 300, 300, "f32", "f32", "k-contig")
+    fused = gett.plan_contraction(a, "mk", b, "kn", out, "mn", op_a=gett.ops.relu)
+    with pytest.raises(ValueError, match="producer warpgroup applies ops.*3 stages"):
+        render_kernel(fused, KernelConfig("simt", 64, 64, 16, 2, tm=4, tn=4, ws=True))
+    render_kernel(fused, KernelConfig("simt", 64, 64, 16, 3, tm=4, tn=4, ws=True))
 
 
 def test_epilogue_moves_vectors_where_c_and_d_are_contiguous():

@@ -439,6 +439,47 @@ def test_a_persistent_producer_applies_ops_once_a_stage_lands():
     assert err < 2e-3, f"relative error {err:.2e}"
 
 
+# (config, semiring): SIMT kernels whose producer warpgroup loads (KernelConfig.ws on the simt path)
+SIMT_PRODUCER_CASES = [
+    (dict(bm=128, bn=128, bk=24, stages=4, tm=8, tn=8, persistent=True), False),   # f32 #31-48's tile, K = 20
+    (dict(bm=128, bn=128, bk=8, stages=3, tm=8, tn=8, persistent=True), False),    # 3 K tiles a tile, the last partial
+    (dict(bm=128, bn=64, bk=8, stages=3, tm=8, tn=4, persistent=True), True),      # max-plus: K's padding masked
+    (dict(bm=64, bn=64, bk=16, stages=3, tm=4, tn=4, split_k=3), False),           # split K, one tile a CTA
+]
+
+
+@pytest.mark.parametrize("shape,max_plus", SIMT_PRODUCER_CASES,
+                         ids=[f"{c['bm']}x{c['bn']}x{c['bk']}-s{c['stages']}{'-p' if c.get('persistent') else ''}"
+                              f"{'-k' + str(c['split_k']) if c.get('split_k') else ''}{'-maxplus' if m else ''}"
+                              for c, m in SIMT_PRODUCER_CASES])
+def test_simt_kernels_with_a_producer_warpgroup(shape, max_plus):
+    """SIMT math fed by a producer warpgroup (kernels/gett.cuh consume: each warp releases a stage once
+    its products on it are done), over several tiles a CTA or with split K; f32, M and N past their last
+    tiles, K past its last tile (masked for a custom semiring), beta != 0 into a NaN-poisoned D, against
+    numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("measured and tested on sm_90")
+    from gett.config import KernelConfig, output_tiles
+    from gett.launch import launcher
+    rng = np.random.default_rng(26)
+    m, n, k = (300, 200, 700) if shape.get("split_k") else (3000, 2500, 20 if shape["bk"] == 24 else 20 + 2 * shape["bk"])
+    a, b = rng.uniform(-2, 2, (m, k)), rng.uniform(-2, 2, (k, n))
+    c = rng.uniform(-2, 2, (m, n))
+    A, B, C = (cp.asarray(x.astype(np.float32)) for x in (a, b, c))
+    D = cp.full((m, n), np.nan, dtype=np.float32)
+    config = KernelConfig("simt", **shape, ws=True)
+    semiring = dict(op_ab=lambda x, y: x + y, reduce=(lambda x, y: max(x, y), -np.inf)) if max_plus else {}
+    plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn", D=D, beta=0.5, config=config, **semiring)
+    assert plan.kernel().config == config and plan.kernel().threads == config.math_threads + 128
+    if config.persistent:
+        grid = launcher(plan, cp.cuda.Device().id, "cupy")._grid[0]
+        assert grid < output_tiles(plan, config) / 1.5, f"{grid} CTAs for {output_tiles(plan, config)} tiles"
+    gett.contract(plan, 1.5, A, B, 0.5, C, D)
+    a, b, c = (cp.asnumpy(x).astype(np.float64) for x in (A, B, C))
+    product = np.max(a[:, :, None] + b[None, :, :], axis=1) if max_plus else a @ b
+    np.testing.assert_allclose(cp.asnumpy(D), 1.5 * product + 0.5 * c, rtol=1e-5, atol=1e-4)
+
+
 def test_tma_loads_staged_operands():
     """TCCG #20's pattern at a small size, both operands staged into dense copies that the TMA loads."""
     if cp.cuda.Device().compute_capability != "90":
