@@ -441,10 +441,10 @@ def test_a_persistent_producer_applies_ops_once_a_stage_lands():
 
 # (config, semiring): SIMT kernels whose producer warpgroup loads (KernelConfig.ws on the simt path)
 SIMT_PRODUCER_CASES = [
-    (dict(bm=128, bn=128, bk=24, stages=4, tm=8, tn=8, persistent=True), False),   # f32 #31-48's tile, K = 20
-    (dict(bm=128, bn=128, bk=8, stages=3, tm=8, tn=8, persistent=True), False),    # 3 K tiles a tile, the last partial
-    (dict(bm=128, bn=64, bk=8, stages=3, tm=8, tn=4, persistent=True), True),      # max-plus: K's padding masked
-    (dict(bm=64, bn=64, bk=16, stages=3, tm=4, tn=4, split_k=3), False),           # split K, one tile a CTA
+    ({"bm": 128, "bn": 128, "bk": 24, "stages": 4, "tm": 8, "tn": 8, "persistent": True}, False),   # f32 #31-48's tile, K = 20
+    ({"bm": 128, "bn": 128, "bk": 8, "stages": 3, "tm": 8, "tn": 8, "persistent": True}, False),    # 3 K tiles a tile, the last partial
+    ({"bm": 128, "bn": 64, "bk": 8, "stages": 3, "tm": 8, "tn": 4, "persistent": True}, True),      # max-plus: K's padding masked
+    ({"bm": 64, "bn": 64, "bk": 16, "stages": 3, "tm": 4, "tn": 4, "split_k": 3}, False),           # split K, one tile a CTA
 ]
 
 
@@ -468,7 +468,7 @@ def test_simt_kernels_with_a_producer_warpgroup(shape, max_plus):
     A, B, C = (cp.asarray(x.astype(np.float32)) for x in (a, b, c))
     D = cp.full((m, n), np.nan, dtype=np.float32)
     config = KernelConfig("simt", **shape, ws=True)
-    semiring = dict(op_ab=lambda x, y: x + y, reduce=(lambda x, y: max(x, y), -np.inf)) if max_plus else {}
+    semiring = {"op_ab": lambda x, y: x + y, "reduce": (lambda x, y: max(x, y), -np.inf)} if max_plus else {}
     plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn", D=D, beta=0.5, config=config, **semiring)
     assert plan.kernel().config == config and plan.kernel().threads == config.math_threads + 128
     if config.persistent:
