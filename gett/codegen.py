@@ -309,9 +309,11 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     acc = ACC_CTYPE[plan.compute_type.name]
     ops = plan.ops
     la, lb = operand_layouts(plan, cfg, stage_ops)
-    if cfg.ws and not (la.is_async and lb.is_async):
+    copied_op = (la.is_async and ops.op_a is not None) or (lb.is_async and ops.op_b is not None)
+    if cfg.ws and not (la.is_async and lb.is_async) and (cfg.math != "simt" or copied_op):
         raise ValueError(f"{cfg.key()}: warp specialisation needs both operands copied asynchronously "
-                         f"(A {'async' if la.is_async else 'staged'}, B {'async' if lb.is_async else 'staged'})")
+                         f"(A {'async' if la.is_async else 'staged'}, B {'async' if lb.is_async else 'staged'}; "
+                         f"SIMT math may stage one through the producer's registers where the copied one has no op)")
     if cfg.ws and loads_have_ops(plan) and cfg.stages < 3:
         raise ValueError(f"{cfg.key()}: a producer warpgroup applies ops to a stage after the next one's copies "
                          f"are issued, so it needs 3 stages")

@@ -493,10 +493,14 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
       the next tiles while a tile is computed and stored. H100, f32 (tile_sweep, session 24), against
       the 192-wide tiles below: #33 89.5 -> 79.3 us, #36 91.0 -> 79.9, #39 89.6 -> 79.2, #40 94.2 -> 84.3,
       #43 93.8 -> 84.8, #46 92.0 -> 84.7 (3 stages 80.3-85.8; 128 x 128 without the producer 89.2-113.8).
-    - The same with an operand staged through registers, where D's run divides 192: 128 x 128 in 2
-      stages. #32 102.6 -> 94.4 us, #35 103.5 -> 93.5, #38 103.2 -> 93.7, #41 109.3 -> 94.0, #44 111.7 ->
+    - The same with an operand staged through registers, where D's run divides 192: the producer stages
+      it, over several tiles with 3 stages. Against the 192-wide tiles: 128 x 128 in 2 stages alone
+      gave #32 102.6 -> 94.4 us, #35 103.5 -> 93.5, #38 103.2 -> 93.7, #41 109.3 -> 94.0, #44 111.7 ->
       95.4, #47 108.3 -> 93.6, #34 106.2 -> 101.8, #45 109.1 -> 98.0, #42/#48 even (112.0/109.7 -> 110.8),
-      #31/#37 slower (104.3 -> 108.3, 104.2 -> 107.8).
+      #31/#37 slower (104.3 -> 108.3, 104.2 -> 107.8); the producer, against those 2-stage tiles: #31
+      108.6 -> 101.4, #32 94.0 -> 87.9, #34 102.0 -> 97.3, #35 94.0 -> 89.0, #37 107.7 -> 101.6, #38 94.4 ->
+      87.9, #42 110.5 -> 101.7, #48 110.9 -> 102.6, but #41 93.7 -> 97.2 (4 stages; 199 in one 3-stage
+      sample), #44 95.1 -> 96.1, #45 97.7 -> 99.0, #47 94.1 -> 95.3. With an op on A or B, the 2-stage tile.
     - Else (session 19): 192 along N where A is K-major (else along M where B is, else along the
       longer side), 12 a thread, 64 the other way: whole runs of D in a tile. All of K in one stage (2
       stages), except across D's runs of 384 (8 deep there). #31-39 (B K-major, 192 x 64): #31 131.5 -> 111.1 us
@@ -527,8 +531,8 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
         a, b = _layouts(plan, square)
         if a.is_async and b.is_async and not loads_have_ops(plan):
             return replace(square, stages=4, ws=True, persistent=True)
-        if 192 % run == 0:
-            return square
+        if 192 % run == 0:   # one operand staged by the producer, unless it would apply ops alone
+            return square if loads_have_ops(plan) else replace(square, stages=3, ws=True, persistent=True)
         a, b = _layouts(plan, cfg)
         # not across a K-major operand: its 12 rows a thread are 12 strided shared-memory reads a K step
         if not a.row_contig or (b.row_contig and n > m):

@@ -347,7 +347,11 @@ struct Gett {
   // Loaders with work after the copies land (an op applied in place, or transposed blocks) wait for
   // their copies LANDING tiles after issuing them; more would deadlock: the stage the producer waits
   // to refill is released only once the math threads have the tile after it.
-  static constexpr bool kWorkOnLanding = LoadA::kHasOp || LoadB::kHasOp || LoadA::kTransposes || LoadB::kTransposes;
+  static constexpr bool kWorkOnLanding = (LoadA::kAsync && LoadA::kHasOp) || (LoadB::kAsync && LoadB::kHasOp) ||
+                                         LoadA::kTransposes || LoadB::kTransposes;
+  // An operand the producer stages through its registers (SIMT math): it stores a tile once its loads
+  // return, then arrives (release) for that and its copies, which it waits for too.
+  static constexpr bool kStagedLoads = !LoadA::kAsync || !LoadB::kAsync;
   static constexpr int LANDING = STAGES - 2;
   static constexpr int LANDING_BATCH = 4;   // vectors transformed at a time (the producer has registers to spare)
 
@@ -355,8 +359,9 @@ struct Gett {
                                                  const typename P::TB* __restrict__ B, long long m0, long long n0,
                                                  int k_first, int k_tiles, int t0, int ptid, unsigned long long* full,
                                                  unsigned long long* empty) {
-    static_assert(LoadA::kAsync && LoadB::kAsync, "the producer copies both operands asynchronously");
     static_assert(!kWorkOnLanding || LANDING >= 1, "ops or transpositions in the producer need 3 stages");
+    static_assert(!kStagedLoads || (!kWorkOnLanding && !Math::kAsyncMath),
+                  "an operand staged through the producer's registers: SIMT math, no work on landing");
     LoadA load_a;
     LoadB load_b;
     load_a.init(A, m0, P::M, P::K, ptid);
@@ -368,7 +373,17 @@ struct Gett {
         wait_empty(empty, t0 + t);
         load_a.issue(stage_a(s), k_first + t);
         load_b.issue(stage_b(s), k_first + t);
-        if constexpr (kWorkOnLanding) cp_async_commit(); else mbarrier_arrive_on_copies(&full[s]);
+        if constexpr (kStagedLoads) {   // the staged tile waits for its loads; then one arrival for both
+          cp_async_commit();
+          load_a.store(stage_a(s));
+          load_b.store(stage_b(s));
+          cp_async_wait<0>();
+          mbarrier_arrive(&full[s]);
+        } else if constexpr (kWorkOnLanding) {
+          cp_async_commit();
+        } else {
+          mbarrier_arrive_on_copies(&full[s]);
+        }
       }
       if constexpr (kWorkOnLanding) {
         const int u = t - LANDING;

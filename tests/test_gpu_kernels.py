@@ -480,6 +480,36 @@ def test_simt_kernels_with_a_producer_warpgroup(shape, max_plus):
     np.testing.assert_allclose(cp.asnumpy(D), 1.5 * product + 0.5 * c, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("subscripts", ["degb,gfac->abcdef", "gdac,efgb->abcdef"])   # TCCG #32 (A staged), #41 (B)
+def test_a_simt_producer_stages_a_box_operand_through_its_registers(subscripts):
+    """f32 with K = 24 and D's stride-1 mode of 24 (TCCG #31-48 at smaller extents): box tiling leaves one
+    operand in strided vectors, which the producer warpgroup loads into registers and stores into the
+    stage before arriving (with its copies of the other operand); over several tiles a CTA, beta != 0,
+    a NaN-poisoned D, against numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("measured and tested on sm_90")
+    from gett.config import KernelConfig, _layouts, output_tiles
+    from gett.launch import launcher
+    ext = dict(zip("abcdefg", (24, 16, 16, 24, 8, 8, 24)))
+    rng = np.random.default_rng(27)
+    (ma, mb), md = subscripts.split("->")[0].split(","), subscripts.split("->")[1]
+
+    def tensor(modes, fill=None):   # column-major, the first mode stride-1 (as TCCG)
+        shape = [ext[x] for x in modes]
+        x = rng.uniform(-2, 2, shape[::-1]) if fill is None else np.full(shape[::-1], fill)
+        return cp.asarray(x.astype(np.float32)).transpose()
+    A, B, C, D = tensor(ma), tensor(mb), tensor(md), tensor(md, np.nan)
+    config = KernelConfig("simt", 128, 128, 24, 3, tm=8, tn=8, ws=True, persistent=True)
+    plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=0.5, config=config)
+    layouts = _layouts(plan, config)
+    assert plan.kernel().config == config and [x.is_async for x in layouts].count(False) == 1
+    grid = launcher(plan, cp.cuda.Device().id, "cupy")._grid[0]
+    assert grid < output_tiles(plan, config) / 1.5, f"{grid} CTAs for {output_tiles(plan, config)} tiles"
+    gett.contract(plan, 1.5, A, B, 0.5, C, D)
+    a, b, c = (cp.asnumpy(x).astype(np.float64) for x in (A, B, C))
+    np.testing.assert_allclose(cp.asnumpy(D), 1.5 * np.einsum(subscripts, a, b) + 0.5 * c, rtol=1e-5, atol=1e-4)
+
+
 def test_tma_loads_staged_operands():
     """TCCG #20's pattern at a small size, both operands staged into dense copies that the TMA loads."""
     if cp.cuda.Device().compute_capability != "90":
