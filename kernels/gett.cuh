@@ -340,10 +340,11 @@ struct Gett {
   }
 
   // Warp specialisation (WS): a producer warpgroup fills the stages while the THREADS math threads
-  // only wait for full stages and run their MMAs, so no CTA-wide barrier stands between tiles and the
-  // loads' address arithmetic and the operand ops leave the math warps' issue slots. Stage s has two
-  // mbarriers: full[s] (the producer's 128 threads arrive once their copies of a tile landed, and any
-  // op or transposition is done) and empty[s] (each math warp arrives once its MMAs on it are done).
+  // only wait for full stages and run their MMAs (wgmma) or multiply-adds (SIMT), so no CTA-wide
+  // barrier stands between tiles and the loads' address arithmetic and the operand ops leave the math
+  // warps' issue slots. Stage s has two mbarriers: full[s] (the producer's 128 threads arrive once
+  // their copies of a tile landed, and any op or transposition is done) and empty[s] (each math warp
+  // arrives once its products on it are done).
   // Loaders with work after the copies land (an op applied in place, or transposed blocks) wait for
   // their copies LANDING tiles after issuing them; more would deadlock: the stage the producer waits
   // to refill is released only once the math threads have the tile after it.
