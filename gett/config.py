@@ -257,14 +257,17 @@ def _persistent_producer_tile(plan) -> KernelConfig | None:
     tiles (ws, persistent: the next tile's loads in flight while a tile is stored), as wide as the fewest
     column tiles allow and no wider (WGMMA_N from 128; an N-major B in whole 64-column atoms), 4 stages where
     the shared memory holds them, else 3. None where K is split, A or B has an op (the producer would apply
-    it) or is transposed in shared memory. H100, f16 (tile_sweep, session 24), against 128 x 128 s3 without
+    it) or is transposed in shared memory, or where the plan reads C (its beta hint is not 0): one CTA an SM
+    then waits for C in every epilogue, where two overlapped (fusion.py, beta = 1, no ops: #15 106.4 ->
+    109.2 us, #16 125.2 -> 132.2, #17 114.2 -> 130.4, #18 112.8 -> 121.4). H100, f16 (tile_sweep, session
+    24, beta = 0), against 128 x 128 s3 without
     a producer: #15 ``abc-acd-db`` (N = 296, B K-major) 72.1 -> 63.0 us as 128 x 160 s4 (128 x 192 69.3,
     128 x 256 s3 85.2, 128 x 128 s4 80.8); #18 ``abc-adc-db`` 83.0 -> 70.5 (192: 71.6); #17 ``abc-adc-bd``
     (N = 312, B N-major) 83.0 -> 73.3 as 128 x 192 s4 (256 s3: 78.5); #16 ``abc-ad-bdc`` (N = 92352)
     83.7 -> 71.8 as 128 x 256 s3 (192 s4: 74.8). Without persistence 128 x 256 s3 was 84.7-92.5."""
     from .codegen import shared_bytes, shared_ctas
     from .tiling import tile_plan
-    if loads_have_ops(plan):
+    if loads_have_ops(plan) or plan.beta_hint:   # (no hint: the common beta = 0 is worth more)
         return None
     k_major_b = not _layouts(plan, _WGMMA_128X128)[1].row_contig
     widths = [w for w in WGMMA_N if w >= 128 and (k_major_b or w % 64 == 0)]
@@ -488,7 +491,9 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
       us (session 22; 8 columns a thread 150.1; #10/#11, B N-major, slower that way: 124.8 -> 128.9,
       121.1 -> 128.6).
     - K ≤ 32 with D's stride-1 extent like 24 or 384 (not a power of two; dividing 192 or divided by
-      it), where both operands copy asynchronously (and have no op): 128 x 128, 8 x 8 a thread, all of K
+      it), for a plan that never reads C (beta hint 0: with C read, runner --beta 1, these tiles took
+      1.4-1.6x the 192-wide ones' time, #31 203.4 -> 334.5 us, #33 177.9 -> 281.7, #42 229.5 -> 353.2),
+      where both operands copy asynchronously (and have no op): 128 x 128, 8 x 8 a thread, all of K
       in one stage, a producer warpgroup over several tiles (ws, persistent) with 4 stages, which loads
       the next tiles while a tile is computed and stored. H100, f32 (tile_sweep, session 24), against
       the 192-wide tiles below: #33 89.5 -> 79.3 us, #36 91.0 -> 79.9, #39 89.6 -> 79.2, #40 94.2 -> 84.3,
@@ -529,9 +534,9 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
         whole_k = {"bk": round_up(plan.k, 8), "stages": 2}   # all of K in one stage (measured, see above)
         square = replace(cfg, bm=128, bn=128, tm=8, tn=8, **whole_k)   # measured, see above
         a, b = _layouts(plan, square)
-        if a.is_async and b.is_async and not loads_have_ops(plan):
+        if plan.beta_hint is False and a.is_async and b.is_async and not loads_have_ops(plan):
             return replace(square, stages=4, ws=True, persistent=True)
-        if 192 % run == 0:   # one operand staged by the producer, unless it would apply ops alone
+        if plan.beta_hint is False and 192 % run == 0:   # one operand staged by the producer (no ops)
             return square if loads_have_ops(plan) else replace(square, stages=3, ws=True, persistent=True)
         a, b = _layouts(plan, cfg)
         # not across a K-major operand: its 12 rows a thread are 12 strided shared-memory reads a K step

@@ -440,15 +440,15 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     """Measured choices for f32 data (tile_sweep --dtype f32, config._memory_bound_simt_tile): 384 x 24 for
     N = 24 with a long M (#1, #5-8), 576 x 24 where that turns M's 12 x 8 boxes into 24 x 24 (#3, #4),
     128 x 24 for a K-major A with K = 312 (#2); one 72-row tile for M = 72 (#9-11) and one 72-column tile
-    for N = 72 (#19); 128 x 128 for K = 24 where D's stride-1 mode has 24 or 384 elements (#31-48), with a
-    producer warpgroup over several tiles where both operands copy asynchronously; GEMMs keep 128 x 128
-    (#12)."""
+    for N = 72 (#19); 128 x 128 for K = 24 where D's stride-1 mode has 24 or 384 elements (#31-48) and C is
+    not read (beta hint 0), with a producer warpgroup over several tiles, else 192 x 64 where B is
+    K-major (#31-39), 64 x 192 where A is (#40-48); GEMMs keep 128 x 128 (#12)."""
     from tccg_suite.suite import select
 
-    def config(i, full=False):
+    def config(i, full=False, beta=0.0):
         c = select([i])[0]
         d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
-        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=beta)
         cfg = default_config(plan, "sm_90")
         return cfg if full else (cfg.bm, cfg.bn, cfg.tm, cfg.tn)
     c = select([9])[0]   # B K-major (#9): all of K in one stage, 4 columns a thread
@@ -465,11 +465,16 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     assert {config(i) for i in range(31, 49)} == {(128, 128, 8, 8)}
     assert all(config(i, full=True).ws and config(i, full=True).persistent for i in range(31, 49))
     assert {i for i in range(31, 49) if config(i, full=True).stages == 4} == {33, 36, 39, 40, 43, 46}
+    # a plan that may read C (beta hint 1 or none) keeps the 192-wide tiles: 192 x 64 where B is K-major
+    # (#31-39), 64 x 192 where A is (#40-48)
+    for beta in (None, 1.0):
+        assert {config(i, beta=beta) for i in range(31, 40)} == {(192, 64, 12, 4)}
+        assert {config(i, beta=beta) for i in range(40, 49)} == {(64, 192, 4, 12)}
     for i in (33, 32):   # with an op on A, no producer (it would apply the op alone): 2 stages
         c = select([i])[0]
         d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
         fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
-                                      op_a=gett.ops.relu)
+                                      op_a=gett.ops.relu, beta=0.0)
         assert (default_config(fused, "sm_90").ws, default_config(fused, "sm_90").bm) == (False, 128 if i == 32 else 192)
     assert config(12)[:2] == (128, 128)
     # a max-plus semiring takes the SIMT path for 16-bit data too, but these rules are for 4-byte data
@@ -488,7 +493,7 @@ def test_simt_tiles_with_a_producer_compile_without_spills_and_need_three_stages
     from tccg_suite.suite import select
     c = select([33])[0]
     d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
-    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0)
     cfg = default_config(plan, "sm_90")
     assert (cfg.math, cfg.ws, cfg.persistent, cfg.threads) == ("simt", True, True, 384)
     k = build_kernel(plan, "sm_90", cfg)

@@ -344,7 +344,7 @@ def test_tiles_of_a_few_hundred_columns_take_a_persistent_producer_with_the_fewe
     """M or N in the hundreds (TCCG #15-18, f16 D): 128 rows, a producer over several tiles, the narrowest
     width of the fewest column tiles (an N-major B in 64-column atoms), 4 stages where they fit with the
     epilogue's own tile (3 for 256 columns, or for 160 with an f32 D). Not where A has an op (the producer
-    would apply it alone), nor where K is split."""
+    would apply it alone), where K is split, or where the plan reads C (beta hint 1)."""
     def tile(m, n, k, b_modes, d_dtype="f16", **kw):
         cfg = default_config(gemm(m, n, k, b_modes=b_modes, d_dtype=d_dtype, **kw), "sm_90")
         return cfg.bm, cfg.bn, cfg.stages, cfg.ws, cfg.persistent, cfg.split_k
@@ -353,6 +353,7 @@ def test_tiles_of_a_few_hundred_columns_take_a_persistent_producer_with_the_fewe
     assert tile(92352, 312, 296, "kn") == (128, 192, 4, True, True, 1)
     assert tile(312, 92352, 296, "kn") == (128, 256, 3, True, True, 1)
     assert tile(92352, 296, 312, "nk", op_a=gett.ops.relu) == (128, 128, 3, False, False, 1)
+    assert tile(92352, 296, 312, "nk", beta=1.0) == (128, 128, 3, False, False, 1)   # C read: two CTAs an SM
     split = tile(312, 296, 92352, "nk")
     assert not split[4] and split[5] > 1
 
