@@ -5,7 +5,8 @@ f32 data with exact f32 compute).
     python benchmarks/tile_sweep.py --dtype f32 --only 12 --configs simt:128x128x16:s3:t8x8
 
 Prints, per contraction, each configuration's median time and fraction of the roofline (3.0 TB/s, and
-800 TFLOP/s for f16 or 51 TFLOP/s for f32), next to the heuristic's choice, after checking each result
+800 TFLOP/s for f16 or 51 TFLOP/s for f32), next to the default choice (the shipped database's, else the
+heuristic's), after checking each result
 against a float64 reference. Like the TCCG runner it cycles through enough buffer sets that no timed call
 finds its data in L2. ``--staging on|off`` plans with ``staging=True|False`` (a configuration then applies
 to the staged plan's kernel). A tool for tuning the heuristic, not a user-facing tuner.
@@ -69,7 +70,6 @@ def main(argv=None) -> int:
         return 0
     import numpy
     import gett
-    from gett.config import default_config
     from gett.kernel import current_arch
     from tccg_suite.data import Buffers, make_buffers, reference, relative_error
     from tccg_suite.suite import parse_ids, select
@@ -92,8 +92,9 @@ def main(argv=None) -> int:
         roof_us = max(c.flops / flops, c.min_bytes(size, size, bool(beta)) / 3.0e12) * 1e6
         base = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=beta,
                                      staging=staging, **ops)
+        # the configuration the plan runs: the shipped database's where it has one, else the heuristic's
         print(f"#{c.id} {c.notation}  M×N×K {c.m}×{c.n}×{c.k}  roofline {roof_us:.1f} µs  "
-              f"heuristic {default_config(base.staged_plan or base, current_arch()).key()}")
+              f"default {(base.staged_plan or base).kernel(current_arch()).config.key()}")
         for cfg in [None] + configs:
             try:
                 plan = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"),
@@ -104,10 +105,10 @@ def main(argv=None) -> int:
                 ms = median_ms(lambda i: gett.contract(plan, 1.0, sets[i].A, sets[i].B, beta, sets[i].C, sets[i].D),
                                runs=args.runs, rotate=rotate)
                 r = plan.kernel_report
-                print(f"  {(cfg.key() if cfg else 'heuristic'):44s} {ms * 1e3:9.1f} µs  {roof_us / (ms * 1e3):5.1%}"
+                print(f"  {(cfg.key() if cfg else 'default'):44s} {ms * 1e3:9.1f} µs  {roof_us / (ms * 1e3):5.1%}"
                       f"  err {err:.1e}  regs {r.registers} spills {r.spill_stores} smem {r.shared_bytes}")
             except Exception as e:   # a configuration that doesn't fit is reported, not fatal
-                print(f"  {(cfg.key() if cfg else 'heuristic'):44s} {type(e).__name__}: {str(e).splitlines()[0][:80]}")
+                print(f"  {(cfg.key() if cfg else 'default'):44s} {type(e).__name__}: {str(e).splitlines()[0][:80]}")
     return 0
 
 
