@@ -272,14 +272,13 @@ def _persistent_producer_tile(plan) -> KernelConfig | None:
     k_major_b = not _layouts(plan, _WGMMA_128X128)[1].row_contig
     widths = [w for w in WGMMA_N if w >= 128 and (k_major_b or w % 64 == 0)]
     width = min(widths, key=lambda w: (-(-plan.n // w), w))
-    for stages in (4, 3):
-        cfg = replace(_WGMMA_128X128, bn=width, stages=stages, ws=True, persistent=True)
-        a, b = _layouts(plan, cfg)
-        if split_k_for(plan, cfg) > 1 or not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
-            return None
-        if shared_ctas(shared_bytes(tile_plan(plan, cfg), cfg, a, b)) >= 1:
-            return cfg
-    return None
+    cfg = replace(_WGMMA_128X128, bn=width, ws=True, persistent=True)
+    a, b = _layouts(plan, cfg)
+    if split_k_for(plan, cfg) > 1 or not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
+        return None
+    tiled = tile_plan(plan, cfg)
+    return next((replace(cfg, stages=s) for s in (4, 3)
+                 if shared_ctas(shared_bytes(tiled, replace(cfg, stages=s), a, b)) >= 1), None)
 
 
 def _waves(plan, cfg: KernelConfig) -> int:

@@ -305,8 +305,8 @@ struct Gett {
                                                    const typename P::TC* __restrict__ C,
                                                    typename P::TD* __restrict__ D, Acc alpha, Acc beta, int tid,
                                                    const TensorMap* map_a) {
-    constexpr int k_tiles = int((P::K + BK - 1) / BK);
-    constexpr long long tiles = (P::M + BM - 1) / BM;
+    constexpr int k_tiles = K_TILES;
+    constexpr long long tiles = TILES;   // one column of tiles, one batch: the row tiles
     const long long first = blockIdx.x, step = gridDim.x;
     const int loads = first < tiles ? int((tiles - 1 - first) / step + 1) * k_tiles : 0;
     auto first_row = [&](int t) { return (first + t / k_tiles * step) * BM; };   // of the t-th load's tile
