@@ -1,7 +1,7 @@
 """Tune the 48 TCCG contractions on this GPU and write the plan database gett ships (plans/<arch>.json).
 
     PYTHONPATH=. python benchmarks/tune_tccg.py --budget 6 --out plans/sm_90.json [--only 1-8,12] [--margin 0.03]
-        [--dtype f16|f32]
+        [--dtype f16|f32] [--candidates wgmma:128x160x64:s4:k22:ws,...]
 
 For each contraction (``--dtype`` data as the TCCG runner plans it: f16 with f32 accumulation by
 default, or exact f32; beta = 0) this times the
@@ -65,6 +65,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="f16", choices=("f16", "f32"),
                     help="data type as the TCCG runner's --dtype (f16: f32 accumulation; f32: exact)")
     ap.add_argument("--out", help="where to write the shipped plan database (e.g. plans/sm_90.json)")
+    ap.add_argument("--candidates", default="",
+                    help="configurations the tuner times first, before its own (tile_sweep.py's syntax, "
+                         "e.g. wgmma:128x160x64:s4:k22:ws): ones found by a sweep that its list leaves out")
     args = ap.parse_args(argv)
     try:
         import cupy
@@ -105,7 +108,9 @@ def _tune(args, arch, user) -> int:
     from tccg_suite.data import make_buffers, reference
     from tccg_suite.precision import PRECISIONS
     from tccg_suite.suite import parse_ids, select
+    from tile_sweep import parse_config
     precision = PRECISIONS[args.dtype]
+    extra = [parse_config(x) for x in args.candidates.split(",") if x]
     cases = []
     for c in select(parse_ids(args.only)):   # every heuristic time before any tuning
         buf = make_buffers(c, precision.dtype, seed=1)
@@ -117,7 +122,7 @@ def _tune(args, arch, user) -> int:
         heuristic_cfg = plan.kernel().config.key()
         # entries of the plan itself (an earlier, unstaged layout's) and of the kernel's plan (staged) go
         tried.update({plan_db.plan_key(plan, arch), plan_db.plan_key(plan.staged_plan or plan, arch)})
-        tuner.tune(plan, args.budget)
+        tuner.tune(plan, args.budget, candidates=extra + tuner.candidate_configs(plan.staged_plan or plan, arch)[1:])
         plan, tuned_ms = plan_and_time(c, buf, ref, args.runs, precision)
         tuned_cfg = plan.kernel().config.key()
         ratio = tuned_ms / heuristic_ms   # heuristic speed as a fraction of the tuned speed

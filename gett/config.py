@@ -177,15 +177,27 @@ WAVE_SMS = 132   # an H100 SXM's SMs, for the wave counts of the heuristic
 
 def split_k_for(plan, cfg: KernelConfig) -> int:
     """How many CTAs should share each output tile's K range: when the output tiles alone can't fill
-    the GPU and K is long, split K so that each slice still runs at least 8 K tiles — at most
-    TARGET_CTAS CTAs in all, so that none waits for a second round behind the others. H100 (tile_sweep,
-    2026-11-22): #14 ``ab-cad-dcb`` (9 tiles, A staged) 151.6 -> 135.6 us as 261 CTAs instead of 270, #19
-    ``abc-adec-ebd`` (41 tiles) 59.3 -> 53.1 as 246 instead of 287; #13 even (96.6 / 98.0)."""
+    the GPU and K is long, split K so that each slice still runs at least 8 K tiles — into at most one
+    round of the CTAs the SMs hold at once (WAVE_SMS times ``cfg``'s CTAs an SM, _resident_ctas), so
+    that none waits for a second round behind the others. H100 (tile_sweep): #14 ``ab-cad-dcb`` (9 tiles,
+    A staged) 151.6 -> 135.6 us as 261 CTAs instead of 270, #19 ``abc-adec-ebd`` (41 tiles) 59.3 -> 53.1
+    as 246 instead of 287 (2026-11-22, two CTAs an SM); with a producer warpgroup and 147-160 KB of
+    stages (one CTA an SM, session 25) #13 ``ab-acd-dbc`` 128 x 160 s4 78.1 -> 70.3 us as 132 CTAs (k22)
+    instead of 264 (k44), k16 79.6, k11 95.1; #19 128 x 80 s6 39.3 -> 36.8 as 123 (k3) instead of 246."""
     tiles = output_tiles(plan, cfg)
     k_tiles = -(-plan.k // cfg.bk)
     if tiles >= TARGET_CTAS // 2 or k_tiles < 16:
         return 1
-    return max(1, min(TARGET_CTAS // tiles, k_tiles // 8, 64))
+    return max(1, min(WAVE_SMS * _resident_ctas(plan, cfg) // tiles, k_tiles // 8, 64))
+
+
+def _resident_ctas(plan, cfg: KernelConfig) -> int:
+    """CTAs of ``cfg`` one SM holds at once as its shared memory allows, 1 or 2 (TARGET_CTAS: registers
+    are known only once compiled, and more than two CTAs of a split tile were never measured)."""
+    from .codegen import shared_bytes, shared_ctas
+    from .tiling import tile_plan
+    a, b = _layouts(plan, cfg)
+    return max(1, min(TARGET_CTAS // WAVE_SMS, shared_ctas(shared_bytes(tile_plan(plan, cfg), cfg, a, b))))
 
 
 def default_config(plan, arch: str | None = None) -> KernelConfig:
@@ -249,14 +261,14 @@ def _wgmma_tile(plan):
         return _wide_tile(plan, replace(big, ws=not loads_have_ops(plan)))
     if _staged(plan, _WGMMA_128X128):
         return small
-    return _persistent_producer_tile(plan) or _WGMMA_128X128
+    return _producer_tile(plan) or _WGMMA_128X128
 
 
-def _persistent_producer_tile(plan) -> KernelConfig | None:
-    """For a GEMM-like plan with M or N in the hundreds: 128 rows with a producer warpgroup over several
-    tiles (ws, persistent: the next tile's loads in flight while a tile is stored), as wide as the fewest
+def _producer_tile(plan) -> KernelConfig | None:
+    """For a GEMM-like plan with M or N in the hundreds: 128 rows with a producer warpgroup (ws), over several
+    tiles unless K is split (persistent: the next tile's loads in flight while a tile is stored), as wide as the fewest
     column tiles allow and no wider (WGMMA_N from 128; an N-major B in whole 64-column atoms), 4 stages where
-    the shared memory holds them, else 3. None where K is split, A or B has an op (the producer would apply
+    the shared memory holds them, else 3. None where A or B has an op (the producer would apply
     it) or is transposed in shared memory, or where the plan reads C (its beta hint is not 0): one CTA an SM
     then waits for C in every epilogue, where two overlapped (fusion.py, beta = 1, no ops: #15 106.4 ->
     109.2 us, #16 125.2 -> 132.2, #17 114.2 -> 130.4, #18 112.8 -> 121.4). H100, f16 (tile_sweep, session
@@ -264,7 +276,10 @@ def _persistent_producer_tile(plan) -> KernelConfig | None:
     a producer: #15 ``abc-acd-db`` (N = 296, B K-major) 72.1 -> 63.0 us as 128 x 160 s4 (128 x 192 69.3,
     128 x 256 s3 85.2, 128 x 128 s4 80.8); #18 ``abc-adc-db`` 83.0 -> 70.5 (192: 71.6); #17 ``abc-adc-bd``
     (N = 312, B N-major) 83.0 -> 73.3 as 128 x 192 s4 (256 s3: 78.5); #16 ``abc-ad-bdc`` (N = 92352)
-    83.7 -> 71.8 as 128 x 256 s3 (192 s4: 74.8). Without persistence 128 x 256 s3 was 84.7-92.5."""
+    83.7 -> 71.8 as 128 x 256 s3 (192 s4: 74.8). Without persistence 128 x 256 s3 was 84.7-92.5.
+    Where K is split (M and N in the hundreds, K in the tens of thousands), the same tile runs one tile a
+    CTA, in one round of CTAs (split_k_for; session 25, tune_tccg.py): #13 ``ab-acd-dbc`` 85.6 -> 70.4
+    us against 128 x 128 s3 k29, #14 ``ab-cad-dcb`` (A staged) 121.3 -> 113.3."""
     from .codegen import shared_bytes, shared_ctas
     from .tiling import tile_plan
     if loads_have_ops(plan) or plan.beta_hint:   # (no hint: the common beta = 0 is worth more)
@@ -274,8 +289,10 @@ def _persistent_producer_tile(plan) -> KernelConfig | None:
     width = min(widths, key=lambda w: (-(-plan.n // w), w))
     cfg = replace(_WGMMA_128X128, bn=width, ws=True, persistent=True)
     a, b = _layouts(plan, cfg)
-    if split_k_for(plan, cfg) > 1 or not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
+    if not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
         return None
+    if split_k_for(plan, cfg) > 1:   # K split (default_config's split_k_for): one tile a CTA
+        cfg = replace(cfg, persistent=False)
     tiled = tile_plan(plan, cfg)
     return next((replace(cfg, stages=s) for s in (4, 3)
                  if shared_ctas(shared_bytes(tiled, replace(cfg, stages=s), a, b)) >= 1), None)

@@ -37,7 +37,36 @@ def main(count: int) -> int:
         f"{'-'.join(x or 'default' for x in p)}×{done.count(p)}" for p in paths if p in done))
     if cp.cuda.Device().compute_capability == "90":
         print(f"wgmma×{run_wgmma(WGMMA_CASES)}")
+        print(f"persistent×{run_persistent()}")
     return 0
+
+
+def run_persistent() -> int:
+    """Producers over several tiles (kernels/gett.cuh run_tiles_ws), whose math warps and producer pass the
+    epilogue tile between them: wgmma (TMA loads) and SIMT f32 (cp.async), beta 0 and 0.5, more tiles than
+    CTAs, against numpy in float64."""
+    import numpy as np
+
+    import gett
+    from gett.config import KernelConfig
+    cases = [("f16", KernelConfig("wgmma", 128, 128, 64, 4, ws=True, persistent=True), (2000, 2200, 200), 0.0),
+             ("f16", KernelConfig("wgmma", 128, 128, 64, 3, ws=True, persistent=True), (2000, 2200, 200), 0.5),
+             ("f32", KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True, persistent=True), (1700, 1900, 20), 0.5)]
+    rng = np.random.default_rng(31)
+    for dtype, config, (m, n, k), beta in cases:
+        a, b, c = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n)), rng.uniform(-1, 1, (m, n))
+        host = np.float16 if dtype == "f16" else np.float32
+        A, B, C = (cp.asarray(x.astype(host)) for x in (a, b, c))
+        D = cp.full((m, n), np.nan, dtype=host)
+        plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn", D=D, beta=beta, config=config)
+        assert plan.kernel().config == config
+        gett.contract(plan, 1.0, A, B, beta, C, D)
+        a, b, c = (cp.asnumpy(x).astype(np.float64) for x in (A, B, C))
+        got, expect = cp.asnumpy(D).astype(np.float64), a @ b + beta * c
+        assert np.all(np.isfinite(got)), f"{config.key()}: {np.sum(~np.isfinite(got))} outputs not written"
+        err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+        assert err < (2e-3 if dtype == "f16" else 1e-5), f"{config.key()}: relative error {err:.2e}"
+    return len(cases)
 
 
 def run_wgmma(count: int) -> int:

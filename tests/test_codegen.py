@@ -154,6 +154,23 @@ def test_split_k_for_long_thin_contractions():
     assert default_config(wide).split_k == 1
 
 
+def test_split_k_fills_one_round_of_the_ctas_an_sm_holds():
+    """Split K gives one round of resident CTAs: a tile whose stages take most of an SM's shared memory
+    (TCCG #13 with the 128 x 160 producer tile, 4 stages: 147 KB, one CTA an SM) splits into 132 CTAs,
+    not 264, which would run in two rounds (H100: 70.3 against 78.1 us); a smaller one into two an SM."""
+    from gett.codegen import shared_bytes, shared_ctas
+    from gett.config import KernelConfig, _layouts, split_k_for
+    from gett.tiling import tile_plan
+    D = gett.TensorDescriptor
+    thin = gett.plan_contraction(D((312, 92352), None, "f16"), "mk", D((296, 92352), None, "f16"), "nk",
+                                 D((312, 296), None, "f16"), "mn")   # B K-major, as #13's
+    tiles = 3 * 2   # 128 x 160 tiles of 312 x 296
+    for stages, per_sm in ((4, 1), (2, 2)):
+        cfg = KernelConfig("wgmma", 128, 160, 64, stages, ws=True)
+        assert min(shared_ctas(shared_bytes(tile_plan(thin, cfg), cfg, *_layouts(thin, cfg))), 2) == per_sm
+        assert split_k_for(thin, cfg) == 132 * per_sm // tiles
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("dtype", ["f16", "f32", "c128"])
 def test_split_k_kernels_compile(arch, dtype):
@@ -390,7 +407,7 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     with K = 312 (#1), 192 rows
     where D's stride-1 mode has an extent of 24 (#31), plain 128x128 where D runs are long (#33), one
     tile row for M = 72 (#9-11: with A K-major, M is the wgmma instruction's width), wgmma with a
-    producer over several tiles where N or M is in the hundreds (#15-18)."""
+    producer over several tiles where N or M is in the hundreds (#15-18), one tile a CTA where K is split (#13)."""
     from tccg_suite.suite import select
 
     def config(i):
@@ -413,6 +430,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     tiles = {i: (config(i).bm, config(i).bn, config(i).stages, config(i).ws, config(i).persistent) for i in (15, 16, 17, 18)}
     assert tiles == {15: (128, 160, 4, True, True), 16: (128, 256, 3, True, True), 17: (128, 192, 4, True, True),
                      18: (128, 160, 4, True, True)}
+    # K split (312 x 296 outputs, K = 92352): the same producer tile one tile a CTA, 6 tiles x 22 = 132 CTAs
+    assert config(13) == KernelConfig("wgmma", 128, 160, 64, 4, ws=True, split_k=22)
     for i in (9, 10, 11):   # M = 72 in one tile: wgmma 72 (swapped) x 128 on Hopper, else mma.sync 96 x 128
         assert config(i) == KernelConfig("wgmma", 72, 128, 64, 3, swap=True) and config(i).threads == 256
         c = select([i])[0]
