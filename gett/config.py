@@ -341,8 +341,10 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       a split-K 128 x 256 tile also narrows to 128 x 128 with 4 stages, so that an op'd operand is
       staged through registers (codegen.operand_layouts): #14 ``ab-cad-dcb`` f16 with leaky ReLU, H100
       (tile_sweep --leaky): 328 us as 128 x 256 s3 k44, 266 us as 128 x 128 s4 k44 (s3: 318 at k30;
-      #13's 128 x 128 s3 k30 stays its best); any other split-K producer tile keeps 3 stages, the deep
-      pipeline having been for the producer (tile_sweep --leaky, session 13: #19 ``abc-adec-ebd``
+      #13's 128 x 128 s3 k30 stays its best); any other split-K producer tile takes 3 stages, the deep
+      pipeline having been for the producer, and the split of the CTAs an SM then holds (an entry's
+      split was for the producer tile's: #13's k22 with 147 KB becomes k44) (tile_sweep --leaky, session
+      13: #19 ``abc-adec-ebd``
       128 x 80 k6 s6 55.3 us, s4 51.7, s3 43.2; #13 ``ab-acd-dbc`` 128 x 160 k44 s4 98.4, s3 91.2; but
       the unsplit 128 x 256 of #12/#20 s4 600.9/576.7 against s3 611.4/591.3, so those keep theirs); a
       split-K producer tile of 64 rows, whose one math warpgroup would apply the op alone, becomes
@@ -362,8 +364,9 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
     if cfg.ws and cfg.split_k > 1 and cfg.bm == 64:
         square = replace(cfg, ws=False, bm=128, bn=128, stages=3, split_k=1)
         return replace(square, split_k=split_k_for(plan, square))
-    if cfg.ws and cfg.split_k > 1:
-        return replace(cfg, ws=False, stages=3)
+    if cfg.ws and cfg.split_k > 1:   # the split of the CTAs an SM then holds (split_k_for)
+        plain = replace(cfg, ws=False, stages=3, split_k=1)
+        return replace(plain, split_k=split_k_for(plan, plain))
     if cfg.three_math_warpgroups:   # they need a TMA producer's registers: the op'd operands' tile
         return replace(cfg, ws=False, bm=128, bn=256)
     if cfg.math == "mma16":

@@ -56,17 +56,19 @@ _memo_lock = threading.Lock()
 @dataclass(frozen=True)
 class Entry:
     """One tuned configuration: its measured median time, when and by which gett version, and the
-    family and GEMM extents (M, N, K, L) that the near-identical-shape rule compares."""
+    family and GEMM extents (M, N, K, L) that the near-identical-shape rule compares, and whether the
+    tuned plan read C (its beta hint was true; absent in the file: no, as in the shipped database)."""
     config: KernelConfig
     ms: float
     date: str
     version: str
     family: str
     gemm: tuple
+    reads_c: bool = False
 
     def to_json(self) -> dict:
         return {"config": asdict(self.config), "ms": self.ms, "date": self.date, "gett": self.version,
-                "family": self.family, "gemm": list(self.gemm)}
+                "family": self.family, "gemm": list(self.gemm), **({"reads_c": True} if self.reads_c else {})}
 
     @classmethod
     def from_json(cls, raw) -> Entry:
@@ -83,10 +85,11 @@ class Entry:
         if not (isinstance(gemm, list) and len(gemm) == 4 and all(type(x) is int for x in gemm)):
             raise TypeError(f"'gemm' must be a list of 4 integers, got {gemm!r}")
         ms = raw.get("ms")
-        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not isinstance(raw.get("family"), str):
-            raise TypeError("'ms' must be a number and 'family' a string")
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not isinstance(raw.get("family"), str) \
+                or type(raw.get("reads_c", False)) is not bool:
+            raise TypeError("'ms' must be a number, 'family' a string and 'reads_c' a boolean")
         return cls(config, float(ms), str(raw.get("date", "")), str(raw.get("gett", "")), raw["family"],
-                   tuple(gemm))
+                   tuple(gemm), raw.get("reads_c", False))
 
 
 # Keys ------------------------------------------------------------------------------------------------------
@@ -242,22 +245,34 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     it: see config.for_load_ops); None without one."""
     arch = _arch(arch)
     entries, families = _database(arch)
-    hit = entries.get(plan_key(plan, arch))
+
+    def usable(e: Entry | None) -> Entry | None:
+        return None if e is None or _waits_for_c(plan, e) else e
+    hit = usable(entries.get(plan_key(plan, arch)))
     if hit is not None or exact:
         return None if hit is None else hit.config
     gemm = _gemm(plan)
 
     def nearest(unary_ops: bool):
         near = [(_distance(e.gemm, gemm), key, e) for key, e in families.get(family_key(plan, arch, unary_ops), ())
-                if _within_2x(e.gemm, gemm)]
+                if _within_2x(e.gemm, gemm) and usable(e)]
         return min(near, key=lambda x: x[:2])[2].config if near else None
     config = nearest(unary_ops=True)
     if config is None and plan.ops.has_unary_ops:
-        hit = entries.get(plan_key(plan, arch, unary_ops=False))
+        hit = usable(entries.get(plan_key(plan, arch, unary_ops=False)))
         config = hit.config if hit is not None else nearest(unary_ops=False)
         if config is not None and loads_have_ops(plan):
             config = for_load_ops(plan, config)
     return config
+
+
+def _waits_for_c(plan, entry: Entry) -> bool:
+    """Whether ``entry`` is a producer over several tiles (persistent, ws) tuned for a plan that did not
+    read C, and ``plan`` reads C: the heuristic never pairs those (config._producer_tile: one CTA an SM
+    waits for C in every epilogue), so such a plan takes the heuristic's tile instead. H100, fusion.py
+    (beta = 1): TCCG #10/#11 with the entry of #10 (tuned with beta = 0) 0.0807/0.0752 -> 0.0928/0.0820 ms,
+    with leaky ReLU on A, B and C 0.0866/0.0825 -> 0.1188/0.1128."""
+    return bool(plan.beta_hint) and entry.config.persistent and entry.config.ws and not entry.reads_c
 
 
 @contextlib.contextmanager
@@ -284,7 +299,7 @@ def record(plan, arch, config: KernelConfig, ms: float) -> None:
     config.validate()
     arch = _arch(arch)
     entry = Entry(config, float(ms), datetime.date.today().isoformat(), __version__, family_key(plan, arch),
-                  _gemm(plan))
+                  _gemm(plan), bool(plan.beta_hint))
     path = user_path(arch)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):

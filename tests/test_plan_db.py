@@ -163,6 +163,27 @@ def test_writes_are_atomic_and_leave_no_temp_files(monkeypatch):
     assert sorted(p.name for p in user_file().parent.iterdir()) == ["sm_90.json", "sm_90.json.lock"]
 
 
+def test_a_plan_that_reads_c_takes_no_producer_over_several_tiles_tuned_without():
+    """An entry of a producer over several tiles (persistent, ws) tuned by a plan that did not read C serves
+    plans with beta = 0 or no hint, not one that reads C (the heuristic never gives it that tile), nor through
+    its family; other entries serve every plan, and an entry tuned while reading C serves such plans."""
+    d = gett.TensorDescriptor
+
+    def plan(beta, m=4000):
+        return gett.plan_contraction(d((m, 296), None, "f16"), "mk", d((296, 2096), None, "f16"), "kn",
+                                     d((m, 2096), None, "f16"), "mn", beta=beta)
+    producer = KernelConfig("wgmma", 128, 160, 64, 4, ws=True, persistent=True)
+    plan_db.record(plan(0.0), ARCH, producer, 1.0)
+    assert plan_db.lookup(plan(0.0), ARCH) == producer and plan_db.lookup(plan(None), ARCH) == producer
+    assert plan_db.lookup(plan(1.0), ARCH) is None and plan_db.lookup(plan(1.0, 5000), ARCH) is None
+    assert "reads_c" not in json.loads(user_file().read_text())["entries"][plan_db.plan_key(plan(0.0), ARCH)]
+    plan_db.record(plan(0.0), ARCH, ODD, 1.0)
+    assert plan_db.lookup(plan(1.0), ARCH) == ODD
+    plan_db.record(plan(1.0), ARCH, producer, 1.0)   # tuned while reading C (the same key: beta is not in it)
+    assert plan_db.lookup(plan(1.0), ARCH) == producer
+    assert json.loads(user_file().read_text())["entries"][plan_db.plan_key(plan(1.0), ARCH)]["reads_c"] is True
+
+
 def test_near_identical_shapes_reuse_an_entry_within_a_factor_of_2():
     plan_db.record(plan_of(256, 256, 256), ARCH, ODD, 1.0)
     assert plan_db.lookup(plan_of(300, 200, 400), ARCH) == ODD
@@ -203,9 +224,11 @@ def test_plan_with_ops_falls_back_to_the_entry_without_them():
     # a split-K 128 x 256 producer tile becomes 128 x 128 with 4 stages (an op'd operand in registers)
     plan_db.record(plain, ARCH, KernelConfig("wgmma", 128, 256, 64, 3, split_k=4, ws=True), 1.0)
     assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == KernelConfig("wgmma", 128, 128, 64, 4, split_k=4)
-    # any other split-K producer tile keeps 3 stages (#13, #19); an unsplit one keeps its depth (above)
+    # any other split-K producer tile takes 3 stages and the split of its CTAs (#13, #19); an unsplit one
+    # keeps its depth (above)
     plan_db.record(plain, ARCH, KernelConfig("wgmma", 128, 80, 64, 6, split_k=6, ws=True), 1.0)
-    assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == KernelConfig("wgmma", 128, 80, 64, 3, split_k=6)
+    three = KernelConfig("wgmma", 128, 80, 64, 3)
+    assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == replace(three, split_k=split_k_for(plain, three))
     # ... except one of 64 rows (one math warpgroup): 128 x 128, 3 stages, split as the heuristic splits it
     plan_db.record(plain, ARCH, KernelConfig("wgmma", 64, 160, 64, 3, split_k=6, ws=True), 1.0)
     square = KernelConfig("wgmma", 128, 128, 64, 3)
