@@ -104,11 +104,12 @@ def user_database_aside(arch):
 
 
 def _tune(args, arch, user) -> int:
+    from tile_sweep import parse_config
+
     from gett import plan_db, tuner
     from tccg_suite.data import make_buffers, reference
     from tccg_suite.precision import PRECISIONS
     from tccg_suite.suite import parse_ids, select
-    from tile_sweep import parse_config
     precision = PRECISIONS[args.dtype]
     extra = [parse_config(x) for x in args.candidates.split(",") if x]
     cases = []

@@ -342,11 +342,11 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       staged through registers (codegen.operand_layouts): #14 ``ab-cad-dcb`` f16 with leaky ReLU, H100
       (tile_sweep --leaky): 328 us as 128 x 256 s3 k44, 266 us as 128 x 128 s4 k44 (s3: 318 at k30;
       #13's 128 x 128 s3 k30 stays its best); any other split-K producer tile takes 3 stages, the deep
-      pipeline having been for the producer, and the split of the CTAs an SM then holds (an entry's
-      split was for the producer tile's: #13's k22 with 147 KB becomes k44) (tile_sweep --leaky, session
-      13: #19 ``abc-adec-ebd``
+      pipeline having been for the producer (tile_sweep --leaky, session 13: #19 ``abc-adec-ebd``
       128 x 80 k6 s6 55.3 us, s4 51.7, s3 43.2; #13 ``ab-acd-dbc`` 128 x 160 k44 s4 98.4, s3 91.2; but
-      the unsplit 128 x 256 of #12/#20 s4 600.9/576.7 against s3 611.4/591.3, so those keep theirs); a
+      the unsplit 128 x 256 of #12/#20 s4 600.9/576.7 against s3 611.4/591.3, so those keep theirs), and
+      the split for the CTAs an SM then holds, the entry's having been for the producer tile's (#13's
+      k22 becomes k44: fusion.py fused #13 0.1239 -> 0.0979 ms, session 25); a
       split-K producer tile of 64 rows, whose one math warpgroup would apply the op alone, becomes
       128 x 128 with 3 stages, split by split_k_for (#14, 2026-11-23: 64 x 160 s3 k26 158.0 us, 128 x 160
       s3 k26 157.8, 128 x 128 s3 k26 150.0, 128 x 128 s3 k29 144.0);

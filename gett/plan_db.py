@@ -10,6 +10,8 @@ A user entry overrides a shipped one with the same key. File format::
     {"version": 1, "entries": {<key>: {"config": {<KernelConfig fields>}, "ms": 0.0123, "date": "2026-11-23",
                                        "gett": "0.1.0", "family": <family key>, "gemm": [M, N, K, L]}}}
 
+(and ``"reads_c": true`` in an entry tuned by a plan that reads C; see :func:`lookup`.)
+
 The key (:func:`plan_key`) is the sha256 of a canonical json of everything about a plan a configuration
 depends on: architecture, dtypes of A, B, C/D, compute type, the ops' keys, the descriptors' alignments and
 the index tables (each GEMM dimension's extents and every tensor's strides). No ``hash()``, so keys are the
@@ -242,7 +244,8 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
     elementwise ops the same two look-ups for the plan without them (an op changes the work per element
     loaded, not which tile suits the shape; but where A or B has an op, the borrowed tile is adapted to
-    it: see config.for_load_ops); None without one."""
+    it: see config.for_load_ops); None without one. A plan that reads C passes over entries of producers
+    over several tiles tuned without reading C (_waits_for_c)."""
     arch = _arch(arch)
     entries, families = _database(arch)
 
