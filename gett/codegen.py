@@ -245,9 +245,7 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_
     tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + epilogue_pad(plan, cfg, fast, tx)) * te
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
-    # EPI_OFFSET, then an epilogue tile a math group (EPI_STRIDE apart)
-    tiles = (pipe + 15) // 16 * 16 + (cfg.math_groups - 1) * ((epi + 15) // 16 * 16) + epi if cfg.persistent \
-        else max(pipe, epi)
+    tiles = (pipe + 15) // 16 * 16 + epi if cfg.persistent else max(pipe, epi)   # EPI_OFFSET
     if cfg.ws or a_box:   # two (one) 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)
         return (tiles + 7) // 8 * 8 + (16 if cfg.ws else 8) * cfg.stages
     return tiles
@@ -326,8 +324,8 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads
     tma = views is not None and box is None
-    if cfg.shares_producer_registers and not tma:
-        raise ValueError(f"{cfg.key()}: three (or twice two) math warpgroups take most of the producer's registers, so it "
+    if cfg.three_math_warpgroups and not tma:
+        raise ValueError(f"{cfg.key()}: three math warpgroups take most of the producer's registers, so it "
                          f"must load by TMA (both operands plain 2-D matrices, one batch)")
     names = ("map_a", "map_b")[:len(views or ())]
     maps = "".join(f",\n    const __grid_constant__ gett::TensorMap {n}" for n in names)
@@ -347,7 +345,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
         header = "math_mma.cuh"
     elif cfg.math == "wgmma":
         math = (f"gett::WgmmaMath<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, "
-                f"{'true' if cfg.swap else 'false'}{', 128' if cfg.shares_producer_registers else ''}>")
+                f"{'true' if cfg.swap else 'false'}{', 128' if cfg.three_math_warpgroups else ''}>")
         header = "math_wgmma.cuh"
     elif cfg.math in ("tf32", "3xtf32"):
         split = "true" if cfg.math == "3xtf32" else "false"
@@ -406,7 +404,7 @@ struct Problem {{
 using LoadA = {box_loader(box) if box else loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
-using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}, {'true' if tma else 'false'}, {'true' if cfg.persistent else 'false'}, {'true' if cfg.pingpong else 'false'}>;
+using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}, {'true' if tma else 'false'}, {'true' if cfg.persistent else 'false'}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on threads per CTA");
 }}  // namespace

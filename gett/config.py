@@ -35,7 +35,6 @@ class KernelConfig:
     ws: bool = False     # wgmma or simt: a producer warpgroup loads, the others only compute (warp specialisation)
     swap: bool = False   # wgmma only: B's tile is the instruction's rows (64 a warpgroup), A's its width
     persistent: bool = False   # a few CTAs per SM, each over several tiles: mma16 (A a TMA box tile) or ws
-    pingpong: bool = False   # persistent ws: two groups of math threads take alternate tiles, one storing while one computes
 
     @property
     def min_stages(self) -> int:
@@ -52,12 +51,10 @@ class KernelConfig:
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
 
     @property
-    def shares_producer_registers(self) -> bool:
-        """Three wgmma warpgroups (a 192-row tile), or two math groups of two (pingpong), with a producer
-        (kernels/gett.cuh, Gett::kShareRegisters): the math warpgroups take most of the producer's
-        registers, so it must load by TMA, and each wgmma is issued in parts that fit the registers a
-        thread has at launch."""
-        return self.ws and self.math == "wgmma" and self.math_threads * self.math_groups >= 384
+    def three_math_warpgroups(self) -> bool:
+        """A 192-row tile with a producer (kernels/gett.cuh, Gett::kShareRegisters): the math warpgroups
+        take most of the producer's registers, so it must load by TMA."""
+        return self.ws and self.math == "wgmma" and self.math_threads == 384
 
     @property
     def load_threads(self) -> int:
@@ -65,14 +62,9 @@ class KernelConfig:
         return PRODUCER_THREADS if self.ws else self.math_threads
 
     @property
-    def math_groups(self) -> int:
-        """Groups of ``math_threads`` in a CTA: two with ``pingpong`` (each its own tile), else one."""
-        return 2 if self.pingpong else 1
-
-    @property
     def threads(self) -> int:
-        """Threads per CTA: the math threads (of every group), plus the producer warpgroup with ``ws``."""
-        return self.math_threads * self.math_groups + (PRODUCER_THREADS if self.ws else 0)
+        """Threads per CTA: the math threads, plus the producer warpgroup with ``ws``."""
+        return self.math_threads + (PRODUCER_THREADS if self.ws else 0)
 
     def validate(self) -> None:
         if self.math not in MATH_PATHS:
@@ -85,9 +77,6 @@ class KernelConfig:
             raise ValueError(f"warp specialisation (ws) needs the wgmma or simt path, not {self.math}")
         if self.swap and self.math != "wgmma":
             raise ValueError(f"swapped operands (swap) need the wgmma path, not {self.math}")
-        if self.pingpong and not (self.ws and self.persistent):
-            raise ValueError("two math groups taking alternate tiles (pingpong) need a producer warpgroup over "
-                             "several tiles (ws and persistent)")
         if self.persistent and (self.math != "mma16" and not self.ws or self.split_k > 1):
             raise ValueError(f"CTAs over several tiles (persistent) need the mma16 path or a producer warpgroup "
                              f"(ws), without split K, not {self.math}{' ws' if self.ws else ''} with split_k "
@@ -102,11 +91,10 @@ class KernelConfig:
                                  f"{rows} must be one of {counts} (warpgroups of 64; more spill"
                                  f"{'; 192 with a producer warpgroup, ws' if not self.swap and not self.ws else ''}), "
                                  f"{width} one of {WGMMA_N}, bk 64 (one 128-byte swizzle line of f16)")
-            if self.shares_producer_registers and not self.swap and (self.bn > 240 or 128 < self.bn < 192):
+            if self.bm == 192 and not self.swap and (self.bn > 240 or 128 < self.bn < 192):
                 # issued in parts of 128 columns (WgmmaMath's PART): the rest must be a width of its own
-                raise ValueError(f"wgmma tile {self.bm}x{self.bn}{' (pingpong)' if self.pingpong else ''}: three "
-                                 f"warpgroups of rows, or two groups of two, take widths up to 128 or 192-240 "
-                                 f"(256 spills)")
+                raise ValueError(f"wgmma tile {self.bm}x{self.bn}: three warpgroups of rows take widths up to "
+                                 f"128 or 192-240 (256 spills)")
             if getattr(self, rows) == 64 and getattr(self, width) == 256:   # one warpgroup: 128 accumulators
                 raise ValueError(f"wgmma tile {self.bm}x{self.bn}: one warpgroup's 128 accumulators plus the "
                                  f"loads spill; use two ({rows} 128)")
@@ -129,9 +117,7 @@ class KernelConfig:
         ws = "_ws" if self.ws else ""
         swap = "_swap" if self.swap else ""
         persistent = "_p" if self.persistent else ""
-        pingpong = "p" if self.pingpong else ""   # _pp
-        return (f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}{swap}"
-                f"{persistent}{pingpong}")
+        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}{swap}{persistent}"
 
 
 def math_path(plan) -> str:
@@ -381,7 +367,7 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
     if cfg.ws and cfg.split_k > 1:   # the split of the CTAs an SM then holds (split_k_for)
         plain = replace(cfg, ws=False, stages=3, split_k=1)
         return replace(plain, split_k=split_k_for(plan, plain))
-    if cfg.shares_producer_registers:   # they need a TMA producer's registers: the op'd operands' tile
+    if cfg.three_math_warpgroups:   # they need a TMA producer's registers: the op'd operands' tile
         return replace(cfg, ws=False, bm=128, bn=256)
     if cfg.math == "mma16":
         cfg = replace(cfg, persistent=False)   # the tile may change below, and then be no TMA box of A

@@ -105,7 +105,7 @@ class Launcher:
             with cupy.cuda.Device(device):
                 registers = cupy.cuda.driver.funcGetAttribute(_NUM_REGS, self._fn.ptr)
                 sms = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
-            ctas = min(-(-ctas // cfg.math_groups), sms * resident_ctas(kernel, registers))
+            ctas = min(ctas, sms * resident_ctas(kernel, registers))
         self._grid = _grid(ctas)
         self._block = (kernel.threads, 1, 1)
         self._shared = kernel.shared_bytes

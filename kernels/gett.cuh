@@ -30,13 +30,11 @@ namespace gett {
 // its threads does it, a box per operand tile, through the tensor maps of A and B (tma.cuh). PERSIST:
 // a grid of a few CTAs per SM, each running tiles blockIdx.x, blockIdx.x + gridDim.x, ... through one
 // pipeline (run_tiles; with WS, run_tiles_ws), so the next tiles' loads are in flight while a tile's
-// epilogue runs. PINGPONG (with PERSIST and WS): two groups of THREADS math threads take alternate tiles
-// of the CTA's sequence, each with an epilogue tile of its own, so one group's stores overlap the other's
-// products (CUTLASS's ping-pong schedule).
+// epilogue runs.
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
           int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
           int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false, bool TMA = false,
-          bool PERSIST = false, bool PINGPONG = false>
+          bool PERSIST = false>
 struct Gett {
   static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
   static_assert(EPI_CROSS == 1 || (EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_RUN == 0 &&
@@ -72,29 +70,22 @@ struct Gett {
   static constexpr int EPI_TILE_BYTES = SLOW * EPI_LD * int(sizeof(TE));
   static constexpr int EPI_TILE_ALIGNED = (EPI_TILE_BYTES + 15) / 16 * 16;
   static constexpr int EPI_BYTES = EPI_TILE_ALIGNED + 2 * (BM + BN) * int(sizeof(Offset));
-  static_assert(!PINGPONG || (PERSIST && WS), "two math groups take alternate tiles of a producer over several");
-  static constexpr int GROUPS = PINGPONG ? 2 : 1;   // math groups, each with its own epilogue tile
   // The epilogue reuses the stages, except in a CTA over several tiles, whose stages then hold the
   // next tiles' loads.
   static constexpr int EPI_OFFSET = PERSIST ? (PIPE_BYTES + 15) / 16 * 16 : 0;
-  static constexpr int EPI_STRIDE = (EPI_BYTES + 15) / 16 * 16;   // from one math group's epilogue tile to the next
-  static constexpr int TILE_BYTES = PERSIST ? EPI_OFFSET + (GROUPS - 1) * EPI_STRIDE + EPI_BYTES
-                                  : PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
+  static constexpr int TILE_BYTES = PERSIST ? EPI_OFFSET + EPI_BYTES : PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
   // Warp-specialised kernels keep two mbarriers per stage after the tiles, kernels whose A tile is a
   // TMA box one (the stage's bytes landed).
   static constexpr int BARRIER_OFFSET = (TILE_BYTES + 7) / 8 * 8;
   static constexpr int SMEM_BYTES = WS ? BARRIER_OFFSET + 2 * STAGES * 8
                                   : LoadA::kTma ? BARRIER_OFFSET + STAGES * 8 : TILE_BYTES;
   static constexpr int PRODUCER_THREADS = 128;   // the producer warpgroup (WS)
-  static constexpr int BLOCK_THREADS = GROUPS * THREADS + (WS ? PRODUCER_THREADS : 0);
-  // Three wgmma warpgroups (192 rows), or two groups of two, and the producer launch with 128 (102)
-  // registers a thread; the producer (TMA: one thread loads) hands most of its own to the math warpgroups
-  // for their accumulators.
-  static constexpr bool kShareRegisters = WS && GROUPS * THREADS >= 384 && Math::kAsyncMath;
-  // (setmaxnreg.inc waits for registers the CTA holds: those it launched with, in eights a thread)
-  static constexpr int PRODUCER_REGISTERS = 40, LAUNCH_REGISTERS = 65536 / BLOCK_THREADS / 8 * 8;
-  static constexpr int MATH_REGISTERS =
-      (LAUNCH_REGISTERS * BLOCK_THREADS - PRODUCER_THREADS * PRODUCER_REGISTERS) / (GROUPS * THREADS) / 8 * 8;
+  static constexpr int BLOCK_THREADS = THREADS + (WS ? PRODUCER_THREADS : 0);
+  // Three wgmma warpgroups (192 rows) and the producer launch with 128 registers a thread; the producer
+  // (TMA: one thread loads) hands most of its own to the math warpgroups for their accumulators.
+  static constexpr bool kShareRegisters = WS && THREADS == 384 && Math::kAsyncMath;
+  static constexpr int PRODUCER_REGISTERS = 40;
+  static constexpr int MATH_REGISTERS = (65536 - PRODUCER_THREADS * PRODUCER_REGISTERS) / THREADS / 8 * 8;
   static_assert(!kShareRegisters || TMA, "a producer warpgroup copying by cp.async needs its registers");
   // Split-K partials run along D's stride-1 mode where that is M's first mode (a plain walk of M), so
   // reduce_splits reads and writes D in whole sectors.
@@ -210,16 +201,9 @@ struct Gett {
   __device__ __forceinline__ static typename P::TB* stage_b(int s) {
     return reinterpret_cast<typename P::TB*>(smem_base() + USED_STAGES * A_STAGE_BYTES) + s * LoadB::STAGE_ELEMS;
   }
-  // A barrier over the threads that compute and store the tile (all of them unless warp-specialised;
-  // this thread's math group with PINGPONG, whose second group takes barrier 3: 2 is the producer's).
+  // A barrier over the threads that compute and store the tile (all of them unless warp-specialised).
   __device__ __forceinline__ static void sync_math_threads() {
-    if constexpr (PINGPONG) {
-      if (threadIdx.x < THREADS) named_barrier_sync<1, THREADS>(); else named_barrier_sync<3, THREADS>();
-    } else if constexpr (WS) {
-      named_barrier_sync<1, THREADS>();
-    } else {
-      __syncthreads();
-    }
+    if constexpr (WS) named_barrier_sync<1, THREADS>(); else __syncthreads();
   }
 
   // Vectors an op pass transforms at a time in the math threads: two overlap their shared-memory
@@ -457,45 +441,28 @@ struct Gett {
                                                       const typename P::TC* __restrict__ C,
                                                       typename P::TD* __restrict__ D, Acc alpha, Acc beta, int tid,
                                                       const TensorMap* map_a, const TensorMap* map_b) {
-    // (a stage is one math group's: its warps release it)
     unsigned long long* full = stage_barriers(tid, TMA ? 1 : PRODUCER_THREADS, THREADS / 32);
     unsigned long long* empty = full + STAGES;
-    if (tid >= GROUPS * THREADS) {
+    if (tid >= THREADS) {
       if constexpr (kShareRegisters) warpgroup_registers_dec<PRODUCER_REGISTERS>();
       const bool prefetch = !(beta == zero<Acc>());
-      const int ptid = tid - (GROUPS - 1) * THREADS;   // THREADS + its index in the warpgroup, as produce_tile takes it
       int t0 = 0;
       for (long long tile = blockIdx.x; tile < TILES; tile += gridDim.x, t0 += K_TILES) {
         const Origin at = origin(tile);
         const typename P::IndexL l = typename P::IndexL(at.l);
         produce_tile(A + P::AL::offset(l), B + P::BL::offset(l), C + P::CL::offset(l), at.m0, at.n0, 0, K_TILES, t0,
-                     prefetch, ptid, full, empty, map_a, map_b);
+                     prefetch, tid, full, empty, map_a, map_b);
       }
       return;
     }
     if constexpr (kShareRegisters) warpgroup_registers_inc<MATH_REGISTERS>();
     Math math;
-    // This thread's math group takes the CTA's tiles group, group + GROUPS, ...; the groups' K tiles
-    // follow each other in the producer's order (a group waits for the other's before its own), so a
-    // stage's barrier is waited on only once its previous phase is done (a parity wait cannot tell
-    // two phases apart), and one group's epilogue overlaps the other's K tiles.
-    const int group = tid / THREADS;
-    tid %= THREADS;
-    int t0 = group * K_TILES;
-    for (long long tile = blockIdx.x + (long long)group * gridDim.x; tile < TILES;
-         tile += (long long)GROUPS * gridDim.x, t0 += GROUPS * K_TILES) {
+    int t0 = 0;
+    for (long long tile = blockIdx.x; tile < TILES; tile += gridDim.x, t0 += K_TILES) {
       const Origin at = origin(tile);
       const typename P::IndexL l = typename P::IndexL(at.l);
       math.init(tid);
-      if constexpr (PINGPONG) {   // the other group's K tiles of the tile before are consumed
-        if (t0 > 0 && group == 0) named_barrier_sync<4, 2 * THREADS>();
-        if (t0 > 0 && group == 1) named_barrier_sync<5, 2 * THREADS>();
-      }
       consume(math, t0, 0, K_TILES, full, empty);
-      if constexpr (PINGPONG) {   // the other group's turn, where it has the next tile
-        if (tile + gridDim.x < TILES && group == 0) named_barrier_arrive<5, 2 * THREADS>();
-        if (tile + gridDim.x < TILES && group == 1) named_barrier_arrive<4, 2 * THREADS>();
-      }
       epilogue(math, C + P::CL::offset(l), D + P::DL::offset(l), at.m0, at.n0, alpha, beta, tid);
     }
   }
@@ -591,8 +558,7 @@ struct Gett {
   __device__ __forceinline__ static void epilogue(const Math& math, const typename P::TC* __restrict__ C,
                                                   typename P::TD* __restrict__ D, long long m0, long long n0,
                                                   Acc alpha, Acc beta, int tid) {
-    // (a second math group's epilogue tile follows the first's; tid is the thread's index in its group)
-    unsigned char* smem = smem_base() + EPI_OFFSET + (PINGPONG && threadIdx.x >= THREADS ? EPI_STRIDE : 0);
+    unsigned char* smem = smem_base() + EPI_OFFSET;
     TE* tile = reinterpret_cast<TE*>(smem);
     // Offsets of C and D along the fast dimension, in walk order, and along the slow one.
     // C's offsets are D's where C and D have one layout (the default: D is C), and unused with beta == 0.

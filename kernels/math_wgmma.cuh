@@ -244,7 +244,7 @@ struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : B
   }
 
   __device__ __forceinline__ void compute(const T* sA, const T* sB, int) {
-    const int group = threadIdx.x / 128 % ((SWAP ? BN : BM) / 64);   // this warpgroup's 64 rows (of its math group's tile)
+    const int group = threadIdx.x / 128;   // this warpgroup's 64 rows
     const T* rows = (SWAP ? sB : sA) + group * 64 * (LoadRows::kRowContig ? BK : LINE);
     const T* cols = SWAP ? sA : sB;
     wgmma_fence();

@@ -368,25 +368,21 @@ def test_warp_specialised_kernels_read_c(c_layout, batch, rows):
     assert err < 2e-3, f"relative error {err:.2e}"
 
 
-# (rows, columns, stages, batch, swap, pingpong): CTAs over several tiles with a producer warpgroup; 5 K
-# tiles a tile (K = 296, the last partial), so the stages' phases shift from tile to tile
+# (rows, columns, stages, batch, swap): CTAs over several tiles with a producer warpgroup; 5 K tiles a tile
+# (K = 296, the last partial), so the stages' phases shift from tile to tile
 PERSISTENT_WS_TILES = [
-    (128, 128, 4, 1, False, False),   # TMA loads, three K tiles of the next tile loaded during an epilogue
-    (128, 128, 3, 3, False, False),   # cp.async loads (three batches), tiles of every batch in one CTA
-    (128, 256, 3, 1, False, False),   # TMA, a wide tile
-    (192, 192, 3, 1, False, False),   # TMA, three math warpgroups with the producer's registers
-    (128, 72, 3, 1, True, False),     # swapped: M (72) is the instruction's width
-    (64, 160, 4, 1, False, True),     # two math groups of one warpgroup taking alternate tiles
-    (128, 128, 3, 1, False, True),    # ... of two warpgroups, with the producer's registers
-    (64, 128, 3, 3, False, True),     # ... cp.async loads (three batches)
+    (128, 128, 4, 1, False),   # TMA loads, three K tiles of the next tile loaded during an epilogue
+    (128, 128, 3, 3, False),   # cp.async loads (three batches), tiles of every batch in one CTA
+    (128, 256, 3, 1, False),   # TMA, a wide tile
+    (192, 192, 3, 1, False),   # TMA, three math warpgroups with the producer's registers
+    (128, 72, 3, 1, True),     # swapped: M (72) is the instruction's width
 ]
 
 
-@pytest.mark.parametrize("rows,cols,stages,batch,swap,pingpong", PERSISTENT_WS_TILES,
-                         ids=[f"{t[0]}x{t[1]}-s{t[2]}-l{t[3]}{'-swap' if t[4] else ''}{'-pp' if t[5] else ''}"
-                              for t in PERSISTENT_WS_TILES])
+@pytest.mark.parametrize("rows,cols,stages,batch,swap", PERSISTENT_WS_TILES,
+                         ids=[f"{t[0]}x{t[1]}-s{t[2]}-l{t[3]}{'-swap' if t[4] else ''}" for t in PERSISTENT_WS_TILES])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
-def test_persistent_warp_specialised_kernels(rows, cols, stages, batch, swap, pingpong, beta):
+def test_persistent_warp_specialised_kernels(rows, cols, stages, batch, swap, beta):
     """A producer warpgroup over several tiles (KernelConfig.persistent with ws, kernels/gett.cuh
     run_tiles_ws): the producer's loads and the MMAs run through the stages as one sequence of K tiles
     across the CTA's tiles, the epilogue in shared memory of its own; with beta != 0 the producer asks
@@ -403,7 +399,7 @@ def test_persistent_warp_specialised_kernels(rows, cols, stages, batch, swap, pi
     c = random_values(rng, batch * m * n, "f16").reshape(batch, m, n).astype(np.float16)
     C, D = cp.asarray(c), cp.full((batch, m, n), np.nan, dtype=cp.float16)
     bm, bn = (cols, rows) if swap else (rows, cols)
-    config = KernelConfig("wgmma", bm, bn, 64, stages, ws=True, swap=swap, persistent=True, pingpong=pingpong)
+    config = KernelConfig("wgmma", bm, bn, 64, stages, ws=True, swap=swap, persistent=True)
     plan = gett.plan_contraction(A, "lmk", B, "lkn", C, "lmn", D=D, beta=beta, config=config)
     assert plan.kernel().config == config and (plan.kernel().tma is not None) == (batch == 1)
     grid = launcher(plan, cp.cuda.Device().id, "cupy")._grid[0]
@@ -448,15 +444,12 @@ SIMT_PRODUCER_CASES = [
     ({"bm": 128, "bn": 128, "bk": 24, "stages": 4, "tm": 8, "tn": 8, "persistent": True}, False),   # f32 #31-48's tile, K = 20
     ({"bm": 128, "bn": 128, "bk": 8, "stages": 3, "tm": 8, "tn": 8, "persistent": True}, False),    # 3 K tiles a tile, the last partial
     ({"bm": 128, "bn": 64, "bk": 8, "stages": 3, "tm": 8, "tn": 4, "persistent": True}, True),      # max-plus: K's padding masked
-    ({"bm": 128, "bn": 64, "bk": 24, "stages": 4, "tm": 8, "tn": 8, "persistent": True, "pingpong": True}, False),   # two math groups
-    ({"bm": 128, "bn": 64, "bk": 8, "stages": 3, "tm": 8, "tn": 4, "persistent": True, "pingpong": True}, True),
     ({"bm": 64, "bn": 64, "bk": 16, "stages": 3, "tm": 4, "tn": 4, "split_k": 3}, False),           # split K, one tile a CTA
 ]
 
 
 @pytest.mark.parametrize("shape,max_plus", SIMT_PRODUCER_CASES,
                          ids=[f"{c['bm']}x{c['bn']}x{c['bk']}-s{c['stages']}{'-p' if c.get('persistent') else ''}"
-                              f"{'p' if c.get('pingpong') else ''}"
                               f"{'-k' + str(c['split_k']) if c.get('split_k') else ''}{'-maxplus' if m else ''}"
                               for c, m in SIMT_PRODUCER_CASES])
 def test_simt_kernels_with_a_producer_warpgroup(shape, max_plus):
@@ -477,7 +470,7 @@ def test_simt_kernels_with_a_producer_warpgroup(shape, max_plus):
     config = KernelConfig("simt", **shape, ws=True)
     semiring = {"op_ab": lambda x, y: x + y, "reduce": (lambda x, y: max(x, y), -np.inf)} if max_plus else {}
     plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn", D=D, beta=0.5, config=config, **semiring)
-    assert plan.kernel().config == config and plan.kernel().threads == config.math_threads * config.math_groups + 128
+    assert plan.kernel().config == config and plan.kernel().threads == config.math_threads + 128
     if config.persistent:
         grid = launcher(plan, cp.cuda.Device().id, "cupy")._grid[0]
         assert grid < output_tiles(plan, config) / 1.5, f"{grid} CTAs for {output_tiles(plan, config)} tiles"

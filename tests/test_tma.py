@@ -1,14 +1,12 @@
 """TMA loads without a GPU: which operands the TMA can load and as what 2-D view (gett.tma), the kernels
 that take tensor maps (rendered and compiled by NVRTC for sm_90a), the launcher's map cache, and the
 heuristic's wide tile for the GEMM-like plans that use them."""
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
 import gett
 from gett import tensor_map
-from gett.codegen import operand_layouts, render_kernel, shared_bytes
+from gett.codegen import operand_layouts, render_kernel
 from gett.config import KernelConfig, default_config
 from gett.errors import DeviceError
 from gett.layout import IndexTable
@@ -137,38 +135,15 @@ def test_three_math_warpgroups_need_a_producer_loading_by_tma():
     producer (ws) whose loads are TMA boxes; widths of one wgmma part (up to 128) or of 128 and a second
     part (192-240); 256 would spill."""
     for bn in (160, 256):
-        with pytest.raises(ValueError, match="three warpgroups of rows, or two groups of two, take widths"):
+        with pytest.raises(ValueError, match="three warpgroups of rows take widths"):
             KernelConfig("wgmma", 192, bn, 64, 4, ws=True).validate()
     with pytest.raises(ValueError, match=r"bm must be one of \(64, 128\).*192 with a producer warpgroup"):
         KernelConfig("wgmma", 192, 216, 64, 4).validate()
     tall = KernelConfig("wgmma", 192, 216, 64, 4, ws=True)
-    with pytest.raises(ValueError, match="three \\(or twice two\\) math warpgroups.*must load by TMA"):
+    with pytest.raises(ValueError, match="three math warpgroups.*must load by TMA"):
         render_kernel(tile_plan(gapped_gemm(1000, 1000), tall), tall)
     src = render_kernel(tile_plan(gemm(1000, 1000, 1000, b_modes="nk"), tall), tall)[0]
     assert "__launch_bounds__(512, 1)" in src and ", false, 128>" in src   # wgmma in parts of 128 columns
-
-
-def test_two_math_groups_take_alternate_tiles_of_a_producer_over_several():
-    """pingpong: two groups of math threads (each its own tile and epilogue tile) under one producer
-    warpgroup over several tiles; only with ws and persistent. Two groups of two wgmma warpgroups take the
-    producer's registers like three (TMA loads, parts of 128 columns); one warpgroup each keeps its own."""
-    for fields in ({"ws": True}, {"persistent": True}):
-        with pytest.raises(ValueError, match="pingpong.*need a producer warpgroup over several tiles"):
-            KernelConfig("wgmma", 128, 128, 64, 4, pingpong=True, **fields).validate()
-    with pytest.raises(ValueError, match=r"128x160 \(pingpong\).*take widths up to 128 or 192-240"):
-        KernelConfig("wgmma", 128, 160, 64, 3, ws=True, persistent=True, pingpong=True).validate()
-    pair = KernelConfig("wgmma", 128, 128, 64, 3, ws=True, persistent=True, pingpong=True)
-    assert pair.key() == "wgmma_128x128x64_s3_g8_ws_pp" and pair.threads == 2 * 256 + 128
-    assert pair.shares_producer_registers
-    assert not replace(pair, bm=64).shares_producer_registers and replace(pair, bm=64).threads == 384
-    with pytest.raises(ValueError, match="twice two.*must load by TMA"):
-        render_kernel(tile_plan(gapped_gemm(1000, 1000), pair), pair)
-    plan = tile_plan(gemm(1000, 1000, 1000, b_modes="nk"), pair)
-    src, smem, threads, _ = render_kernel(plan, pair)
-    assert threads == 640 and ", false, 128>" in src and src.count(", true, true, true, true>") == 1
-    alone = replace(pair, pingpong=False)
-    epi = smem - shared_bytes(plan, alone, *operand_layouts(plan, alone))   # a second epilogue tile
-    assert epi >= 128 * 128 * 2, f"{epi} B for the second group's epilogue tile"
 
 
 def test_ops_on_a_or_b_turn_a_192_row_tile_into_128_x_256():
