@@ -244,8 +244,8 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
     elementwise ops the same two look-ups for the plan without them (an op changes the work per element
     loaded, not which tile suits the shape; but where A or B has an op, the borrowed tile is adapted to
-    it: see config.for_load_ops); None without one. A plan that reads C passes over entries of producers
-    over several tiles tuned without reading C (_waits_for_c)."""
+    it: see config.for_load_ops); None without one. A plan that reads C passes over entries of CTAs over
+    several tiles tuned without reading C (_waits_for_c)."""
     arch = _arch(arch)
     entries, families = _database(arch)
 
@@ -270,12 +270,13 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
 
 
 def _waits_for_c(plan, entry: Entry) -> bool:
-    """Whether ``entry`` is a producer over several tiles (persistent, ws) tuned for a plan that did not
-    read C, and ``plan`` reads C: the heuristic never pairs those (config._producer_tile: one CTA an SM
-    waits for C in every epilogue), so such a plan takes the heuristic's tile instead. H100, fusion.py
-    (beta = 1): TCCG #10/#11 with the entry of #10 (tuned with beta = 0) 0.0807/0.0752 -> 0.0928/0.0820 ms,
-    with leaky ReLU on A, B and C 0.0866/0.0825 -> 0.1188/0.1128."""
-    return bool(plan.beta_hint) and entry.config.persistent and entry.config.ws and not entry.reads_c
+    """Whether ``entry`` has CTAs over several tiles (persistent: a producer warpgroup's, or mma.sync box
+    tiles') tuned for a plan that did not read C, and ``plan`` reads C: the heuristic never pairs a
+    producer with C (config._producer_tile: one CTA an SM waits for C in every epilogue), so such a plan
+    takes the heuristic's tile instead. H100, fusion.py (beta = 1): TCCG #10/#11 with the entry of #10
+    (tuned with beta = 0) 0.0807/0.0752 -> 0.0928/0.0820 ms, with leaky ReLU on A, B and C 0.0866/0.0825 ->
+    0.1188/0.1128. The 768-row box tiles of #6/#8 (one CTA an SM too) were not measured reading C."""
+    return bool(plan.beta_hint) and entry.config.persistent and not entry.reads_c
 
 
 @contextlib.contextmanager

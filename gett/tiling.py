@@ -29,13 +29,15 @@ def _largest_divisor(n: int, fits) -> int:
 def box_sides(ex: int, ey: int, tile: int, min_first: int, keep_first: bool) -> tuple:
     """(tx, ty): divisors of the two modes' extents with tx·ty dividing ``tile``, tx as long as possible,
     then — unless ``keep_first`` (the output's runs decide which sectors are written whole) — made as
-    square as the first tensor's vectors (``min_first`` elements) allow. A tile of 96 or 192 can hold
-    whole runs of 24."""
+    square as the first tensor's vectors (``min_first`` elements) allow, until ty reaches 16 elements
+    with tx still whole vectors. A tile of 96 or 192 can hold whole runs of 24; one of 768 over two modes
+    of 48, 48 x 16: the first tensor's whole mode, its reads runs of 96 bytes (#6 ``abcde-efbad-cf``,
+    f16: A's 3 KB planes of e and f read whole), where squaring would stop at 24 x 32."""
     def sides(limit):
         tx = _largest_divisor(ex, lambda d: d <= limit and tile % d == 0)
         return tx, _largest_divisor(ey, lambda d: tile % (tx * d) == 0)
     tx, ty = sides(tile // 2)
-    while not keep_first and tx > 2 * ty and tx > min_first:
+    while not keep_first and tx > 2 * ty and tx > min_first and not (ty >= 16 and tx % min_first == 0):
         tx, ty = sides(tx - 1)
     return tx, ty
 

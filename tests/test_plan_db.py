@@ -184,6 +184,24 @@ def test_a_plan_that_reads_c_takes_no_producer_over_several_tiles_tuned_without(
     assert json.loads(user_file().read_text())["entries"][plan_db.plan_key(plan(1.0), ARCH)]["reads_c"] is True
 
 
+def test_a_plan_that_reads_c_takes_no_box_tiles_over_several_tiles_tuned_without():
+    """Likewise an entry of mma.sync box tiles over several tiles (persistent without a producer, TCCG
+    #6/#8's 768 rows: one CTA an SM), tuned without reading C: a plan that reads C takes the heuristic's."""
+    d = gett.TensorDescriptor
+
+    def plan(beta):   # TCCG #6 at a smaller size, column-major
+        ext = dict(zip("abcdef", (48, 41, 24, 8, 48, 32)))
+        desc = {}
+        for t, modes in (("A", "efbad"), ("B", "cf"), ("C", "abcde")):
+            shape = tuple(ext[x] for x in modes)
+            desc[t] = d(shape, tuple(math.prod(shape[:i]) for i in range(len(shape))), "f16")
+        return gett.plan_contraction(desc["A"], "efbad", desc["B"], "cf", desc["C"], "abcde", beta=beta)
+    boxes = KernelConfig("mma16", 768, 32, 32, 2, wm=32, wn=32, persistent=True)
+    plan_db.record(plan(0.0), ARCH, boxes, 1.0)
+    assert plan_db.lookup(plan(0.0), ARCH) == boxes and plan_db.lookup(plan(None), ARCH) == boxes
+    assert plan_db.lookup(plan(1.0), ARCH) is None
+
+
 def test_near_identical_shapes_reuse_an_entry_within_a_factor_of_2():
     plan_db.record(plan_of(256, 256, 256), ARCH, ODD, 1.0)
     assert plan_db.lookup(plan_of(300, 200, 400), ARCH) == ODD

@@ -8,7 +8,7 @@ from cases import build_host_arrays, contractions, oracle
 from gett.config import KernelConfig
 from gett.layout import IndexTable
 from gett.reference import execute_reference
-from gett.tiling import split_box, tile_plan
+from gett.tiling import box_sides, split_box, tile_plan
 
 
 def test_split_box_makes_boxes_of_both_stride_one_modes():
@@ -21,6 +21,18 @@ def test_split_box_makes_boxes_of_both_stride_one_modes():
     # same multiset of (A offset, D offset) pairs: a permutation of the index space
     pairs = lambda tab: sorted(zip(tab.offsets("A").tolist(), tab.offsets("D").tolist()))
     assert pairs(box) == pairs(t)
+
+
+def test_box_sides_square_up_until_the_second_side_has_16_elements():
+    """A tile's box is made squarer while its first side is over twice the second, until the second
+    reaches 16 elements with the first still whole vectors (8 f16): TCCG #6's two modes of 48 in 768 rows
+    keep A's whole mode (48 x 16), in 256 rows get 16 x 16; #3's modes of 72 in 576 rows get 24 x 24
+    (36 x 16 would leave A 72-byte rows, not whole 16-byte vectors)."""
+    assert box_sides(48, 48, 768, 8, keep_first=False) == (48, 16)
+    assert box_sides(48, 48, 256, 8, keep_first=False) == (16, 16)
+    assert box_sides(72, 72, 576, 8, keep_first=False) == (24, 24)
+    assert box_sides(48, 48, 384, 8, keep_first=False) == (24, 16)
+    assert box_sides(48, 48, 384, 8, keep_first=True) == (48, 8)   # the output's runs first
 
 
 def test_split_box_leaves_agreeing_or_unsplittable_groups_alone():
