@@ -32,7 +32,7 @@ def box_sides(ex: int, ey: int, tile: int, min_first: int, keep_first: bool) -> 
     square as the first tensor's vectors (``min_first`` elements) allow, until ty reaches 16 elements
     with tx still whole vectors. A tile of 96 or 192 can hold whole runs of 24; one of 768 over two modes
     of 48, 48 x 16: the first tensor's whole mode, its reads runs of 96 bytes (#6 ``abcde-efbad-cf``,
-    f16: A's 3 KB planes of e and f read whole), where squaring would stop at 24 x 32."""
+    f16: A's 3 KB planes of e and f read whole), where squaring on would give 24 x 16, half the tile."""
     def sides(limit):
         tx = _largest_divisor(ex, lambda d: d <= limit and tile % d == 0)
         return tx, _largest_divisor(ey, lambda d: tile % (tx * d) == 0)

@@ -26,8 +26,8 @@ def test_split_box_makes_boxes_of_both_stride_one_modes():
 def test_box_sides_square_up_until_the_second_side_has_16_elements():
     """A tile's box is made squarer while its first side is over twice the second, until the second
     reaches 16 elements with the first still whole vectors (8 f16): TCCG #6's two modes of 48 in 768 rows
-    keep A's whole mode (48 x 16), in 256 rows get 16 x 16; #3's modes of 72 in 576 rows get 24 x 24
-    (36 x 16 would leave A 72-byte rows, not whole 16-byte vectors)."""
+    keep A's whole mode (48 x 16, where squaring on gave 24 x 16), in 256 rows get 16 x 16; #3's modes of
+    72 in 576 rows still get 24 x 24 (36 x 8 on the way has a second side under 16)."""
     assert box_sides(48, 48, 768, 8, keep_first=False) == (48, 16)
     assert box_sides(48, 48, 256, 8, keep_first=False) == (16, 16)
     assert box_sides(72, 72, 576, 8, keep_first=False) == (24, 24)
