@@ -152,12 +152,19 @@ def fit_tile(extent: int, choices) -> int:
     return choices[-1]
 
 
-def _layouts(plan, cfg: KernelConfig) -> tuple:
-    """How A and B of the (box-tiled) plan move into shared memory under ``cfg``, leaving out the
-    staging of an operand for its op (the tile choices below are about the shape and strides)."""
+def _tiled_layouts(plan, cfg: KernelConfig) -> tuple:
+    """(the plan box-tiled for ``cfg``, A's layout, B's layout): how A and B move into shared memory,
+    leaving out the staging of an operand for its op (the tile choices below are about the shape and
+    strides)."""
     from .codegen import operand_layouts
     from .tiling import tile_plan
-    return operand_layouts(tile_plan(plan, cfg), cfg, stage_ops=False)
+    tiled = tile_plan(plan, cfg)
+    return (tiled, *operand_layouts(tiled, cfg, stage_ops=False))
+
+
+def _layouts(plan, cfg: KernelConfig) -> tuple:
+    """(A's layout, B's layout) of :func:`_tiled_layouts`."""
+    return _tiled_layouts(plan, cfg)[1:]
 
 
 def _scalar_staging(plan, cfg: KernelConfig) -> int:
@@ -195,9 +202,8 @@ def _resident_ctas(plan, cfg: KernelConfig) -> int:
     """CTAs of ``cfg`` one SM holds at once as its shared memory allows, 1 or 2 (TARGET_CTAS: registers
     are known only once compiled, and more than two CTAs of a split tile were never measured)."""
     from .codegen import shared_bytes, shared_ctas
-    from .tiling import tile_plan
-    a, b = _layouts(plan, cfg)
-    return max(1, min(TARGET_CTAS // WAVE_SMS, shared_ctas(shared_bytes(tile_plan(plan, cfg), cfg, a, b))))
+    tiled, a, b = _tiled_layouts(plan, cfg)
+    return max(1, min(TARGET_CTAS // WAVE_SMS, shared_ctas(shared_bytes(tiled, cfg, a, b))))
 
 
 def default_config(plan, arch: str | None = None) -> KernelConfig:
@@ -217,10 +223,8 @@ def _persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> KernelConfig:
     SM already overlap each other's loads and stores): #6 207.9 -> 222.0 us (s2), #7 223.8 -> 252.8, #8
     180.7 -> 190.2."""
     from .codegen import check_persistent, shared_bytes, shared_ctas
-    from .tiling import tile_plan
     from .tma import tile_box
-    tiled = tile_plan(plan, cfg)
-    a, b = _layouts(plan, cfg)
+    tiled, a, b = _tiled_layouts(plan, cfg)
     persistent = replace(cfg, persistent=True, stages=3)
     box = tile_box(tiled, persistent, a, arch)
     if box is None or shared_ctas(shared_bytes(tiled, cfg, a, b, a_box=True)) >= 2:
@@ -281,19 +285,17 @@ def _producer_tile(plan) -> KernelConfig | None:
     CTA, in one round of CTAs (split_k_for; session 25, tune_tccg.py): #13 ``ab-acd-dbc`` 85.6 -> 70.4
     us against 128 x 128 s3 k29, #14 ``ab-cad-dcb`` (A staged) 121.3 -> 113.3."""
     from .codegen import shared_bytes, shared_ctas
-    from .tiling import tile_plan
     if loads_have_ops(plan) or plan.beta_hint:   # (no hint: the common beta = 0 is worth more)
         return None
     k_major_b = not _layouts(plan, _WGMMA_128X128)[1].row_contig
     widths = [w for w in WGMMA_N if w >= 128 and (k_major_b or w % 64 == 0)]
     width = min(widths, key=lambda w: (-(-plan.n // w), w))
     cfg = replace(_WGMMA_128X128, bn=width, ws=True, persistent=True)
-    a, b = _layouts(plan, cfg)
+    tiled, a, b = _tiled_layouts(plan, cfg)
     if not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
         return None
     if split_k_for(plan, cfg) > 1:   # K split (default_config's split_k_for): one tile a CTA
         cfg = replace(cfg, persistent=False)
-    tiled = tile_plan(plan, cfg)
     return next((replace(cfg, stages=s) for s in (4, 3)
                  if shared_ctas(shared_bytes(tiled, replace(cfg, stages=s), a, b)) >= 1), None)
 
@@ -327,9 +329,9 @@ def _wide_tile(plan, cfg: KernelConfig) -> KernelConfig:
 
 def _tma_loads(plan, cfg: KernelConfig) -> bool:
     """Whether the producer of ``cfg`` (warp-specialised) loads both operands of ``plan`` by TMA."""
-    from .tiling import tile_plan
     from .tma import tma_operands
-    return tma_operands(tile_plan(plan, cfg), cfg, _layouts(plan, cfg)) is not None
+    tiled, a, b = _tiled_layouts(plan, cfg)
+    return tma_operands(tiled, cfg, (a, b)) is not None
 
 
 def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
