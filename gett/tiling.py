@@ -26,31 +26,36 @@ def _largest_divisor(n: int, fits) -> int:
     return max(d for d in range(1, n + 1) if n % d == 0 and (d == 1 or fits(d)))
 
 
-def box_sides(ex: int, ey: int, tile: int, min_first: int, keep_first: bool) -> tuple:
+def box_sides(ex: int, ey: int, tile: int, min_first: int, keep_first: bool, strict: bool = False) -> tuple:
     """(tx, ty): divisors of the two modes' extents with tx·ty dividing ``tile``, tx as long as possible,
     then — unless ``keep_first`` (the output's runs decide which sectors are written whole) — made as
     square as the first tensor's vectors (``min_first`` elements) allow, until ty reaches 16 elements
     with tx still whole vectors. A tile of 96 or 192 can hold whole runs of 24; one of 768 over two modes
     of 48, 48 x 16: the first tensor's whole mode, its reads runs of 96 bytes (#6 ``abcde-efbad-cf``,
-    f16: A's 3 KB planes of e and f read whole), where squaring on would give 24 x 16, half the tile."""
+    f16: A's 3 KB planes of e and f read whole), where squaring on would give 24 x 16, half the tile.
+    ``strict``: squaring stops at a step that leaves ty as it was (312 x 312 in 384: 24 x 8, not 12 x 8)."""
     def sides(limit):
         tx = _largest_divisor(ex, lambda d: d <= limit and tile % d == 0)
         return tx, _largest_divisor(ey, lambda d: tile % (tx * d) == 0)
     tx, ty = sides(tile // 2)
     while not keep_first and tx > 2 * ty and tx > min_first and not (ty >= 16 and tx % min_first == 0):
-        tx, ty = sides(tx - 1)
+        nx, ny = sides(tx - 1)
+        if strict and ny == ty:
+            break
+        tx, ty = nx, ny
     return tx, ty
 
 
-def split_box(table: IndexTable, first: str, second: str, tile: int, min_first: int) -> IndexTable:
+def split_box(table: IndexTable, first: str, second: str, tile: int, min_first: int,
+              strict: bool = False) -> IndexTable:
     """``table`` reordered into boxes of (first's stride-1 mode) × (second's stride-1 mode) that tile
-    ``tile`` exactly, or ``table`` itself when there is nothing to gain."""
+    ``tile`` exactly, or ``table`` itself when there is nothing to gain (``strict``: see box_sides)."""
     sx, sy = table.strides_of(first), table.strides_of(second)
     if len(table.extents) < 2 or sx[0] != 1 or sy[0] == 1 or 1 not in sy:
         return table
     j = sy.index(1)
     ex, ey = table.extents[0], table.extents[j]
-    tx, ty = box_sides(ex, ey, tile, min_first, keep_first=first == "D")
+    tx, ty = box_sides(ex, ey, tile, min_first, keep_first=first == "D", strict=strict)
     if ty < 2:
         return table
     modes, extents = list(table.modes), list(table.extents)
@@ -96,7 +101,10 @@ def tile_plan(plan, cfg):
             continue
         second = tensors[1] if first == tensors[0] else tensors[0]
         vector = max(16 // plan.descriptors[first].dtype.itemsize, 1)
-        tables[g] = split_box(plan.tables[g], first, second, tiles[g], vector)
+        # SIMT tiles square boxes strictly. H100, f32 (session 27, runner A/B): #1 ``abc-bda-dc`` 75.4 ->
+        # 65.0 us (A's runs 48 -> 96 bytes, D's 32 either way), #3 83.1 -> 79.7, #4 82.4 -> 78.0 (384 rows,
+        # 24 x 8, for 576, 24 x 24); the mma.sync tiles of f16 #1 lose (tile_sweep 39.1 -> 43.7)
+        tables[g] = split_box(plan.tables[g], first, second, tiles[g], vector, strict=cfg.math == "simt")
     if tables == plan.tables:
         return plan
     return replace(plan, tables=tables, _compiled={})

@@ -35,6 +35,29 @@ def test_box_sides_square_up_until_the_second_side_has_16_elements():
     assert box_sides(48, 48, 384, 8, keep_first=True) == (48, 8)   # the output's runs first
 
 
+def test_strict_box_sides_stop_at_a_squaring_step_that_leaves_the_second_side_as_it_was():
+    """TCCG #1's modes of 312 = 8 · 39 in 384 rows: halving the first side (24 -> 12) leaves the second at
+    8, so strict squaring (the SIMT tiles) keeps 24 x 8; a step that lengthens it (#6's 48 x 8 -> 24 x 16)
+    is still taken."""
+    assert box_sides(312, 312, 384, 4, keep_first=False) == (12, 8)
+    assert box_sides(312, 312, 384, 4, keep_first=False, strict=True) == (24, 8)
+    assert box_sides(48, 48, 384, 4, keep_first=False, strict=True) == (24, 16)
+    assert box_sides(72, 72, 576, 4, keep_first=False, strict=True) == (72, 8)
+
+
+def test_simt_tiles_box_strictly_and_mma_tiles_do_not():
+    """TCCG #1 ``abc-bda-dc`` (column-major, 312 x 312 x 312 A) in 384 rows: the SIMT tile's M box is
+    24 x 8 (A's runs of 24), the mma.sync tile's 12 x 8, as measured best for each (tiling.tile_plan)."""
+    n = 312
+    col_major = lambda shape: tuple(int(np.prod(shape[:i])) for i in range(len(shape)))
+    desc = lambda shape, dtype: gett.TensorDescriptor(shape, col_major(shape), dtype)
+    for dtype, cfg, box in (("float32", KernelConfig("simt", 384, 24, 8, 4, tm=12, tn=3), (24, 8)),
+                            ("float16", KernelConfig("mma16", 384, 32, 32, 3, wm=32, wn=32), (12, 8))):
+        plan = gett.plan_contraction(desc((n, n, n), dtype), "bda", desc((n, 24), dtype), "dc",
+                                     desc((n, n, 24), dtype), "abc")
+        assert tile_plan(plan, cfg).tables["M"].extents[:2] == box
+
+
 def test_split_box_leaves_agreeing_or_unsplittable_groups_alone():
     same = IndexTable("M", (("a",), ("b",)), (16, 16), (("A", (1, 16)), ("D", (1, 16))))
     assert split_box(same, "A", "D", 128, 8) is same
