@@ -501,9 +501,10 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
     the tile above:
     - N ≤ 32 and a long M: 384 rows (12 a thread) by N rounded up to 8 (3 a thread), 8 deep, 4 stages
       (boxes of 16 x 16 in M): #6 487 -> 284 us (302 with 256 x 32), #7 561 -> 362 (380), #8 457 -> 281
-      (300), #5 93 -> 76 (84), #1 (K = 312) 85.3 -> 74.8 (83.8 with 128 x 24 x 32). 576 rows where M's
-      box is 12 x 8 in 384 rows and 24 x 24 in 576, with K ≤ 128: #3 106 -> 82.8 (89.7 with 384), #4 98 ->
-      82.8 (86.7); on #1 (K = 312) 576 rows take 94.6 us. A K-major A with a long K (#2: 312) keeps 128
+      (300), #5 93 -> 76 (84), #1 (K = 312) 85.3 -> 74.8 (83.8 with 128 x 24 x 32). 576 rows (_tall_tile)
+      where M's box in 384 rows has a side under 16 and 576 make it 24 x 24: none of TCCG's since SIMT boxes
+      square strictly (gett.tiling, session 27): #3/#4's 384 rows hold 24 x 8 boxes (A's runs whole vectors)
+      and took 79.7 / 78.0 us against 576 rows' 83.1 / 82.4 (runner). A K-major A with a long K (#2: 312) keeps 128
       rows, 32 deep: 83.0 -> 67.1 us (75.3 with 384 x 24 x 8).
     - M (or N) of 65 to 96 against a long other side: one tile row of M rounded up to 8, 8 rows a
       thread, instead of 64 + a few rows in a second tile: #9 199 -> 146 us, #10 180 -> 133, #11 177 -> 131.

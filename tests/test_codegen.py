@@ -457,7 +457,7 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
 
 def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     """Measured choices for f32 data (tile_sweep --dtype f32, config._memory_bound_simt_tile): 384 x 24 for
-    N = 24 with a long M (#1, #5-8), 576 x 24 where that turns M's 12 x 8 boxes into 24 x 24 (#3, #4),
+    N = 24 with a long M (#1, #3-8; #3/#4's boxes 24 x 8 since SIMT boxes square strictly),
     128 x 24 for a K-major A with K = 312 (#2); one 72-row tile for M = 72 (#9-11) and one 72-column tile
     for N = 72 (#19); 128 x 128 for K = 24 where D's stride-1 mode has 24 or 384 elements (#31-48) and C is
     not read (beta hint 0), with a producer warpgroup over several tiles, else 192 x 64 where B is
@@ -476,7 +476,7 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     assert (nine.bk, nine.stages, nine.threads) == (72, 2, 256)
     for i in (1, 5, 6, 7, 8):
         assert config(i) == (384, 24, 12, 3)
-    assert config(3) == config(4) == (576, 24, 12, 3)   # a, d = 72: 24 x 24 boxes
+    assert config(3) == config(4) == (384, 24, 12, 3)   # a, d = 72: 24 x 8 boxes (strict squaring)
     assert config(2) == (128, 24, 8, 3)   # K-major A, K = 312: 128 rows, 32 deep
     assert [config(i) for i in (9, 10, 11, 19)] == [(72, 128, 9, 4)] + [(72, 128, 9, 8)] * 2 + [(128, 72, 8, 9)]
     # K = 24 with D's run of 24 or 384: 128 x 128 with a producer over several tiles, 4 stages where both
