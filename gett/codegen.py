@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .config import KernelConfig, loads_have_ops
 from .modes import GROUPS
-from .tma import TmaBox, tile_box, tma_operands
+from .tma import TmaBox, store_box, tile_box, tma_operands
 
 SM_SHARED_BYTES = 228 * 1024   # shared memory per SM on sm_90, where wgmma runs; a CTA reserves 1 KB of it
 
@@ -228,9 +228,11 @@ def check_persistent(plan, cfg: KernelConfig, box, b: OperandLayout) -> None:
                          f"B copied asynchronously, N in one tile and one batch; here {why}")
 
 
-def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_box: bool = False) -> int:
+def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_box: bool = False,
+                 d_box: bool = False) -> int:
     """Dynamic shared memory of the kernel; mirrors gett::Gett::SMEM_BYTES (the TU static_asserts it).
-    ``a_box``: A's tile is a TMA box (unpadded, a barrier per stage)."""
+    ``a_box``: A's tile is a TMA box (unpadded, a barrier per stage); ``d_box``: D's tile is stored as one
+    (the epilogue tile 128-byte aligned)."""
     def stage_elems(layout, rows, itemsize):
         pad = 0 if cfg.math == "wgmma" else max(16 // itemsize, 1)   # wgmma's tiles are swizzled, not padded
         return cfg.bk * (rows + pad) if layout.row_contig else rows * (cfg.bk + pad)
@@ -245,7 +247,8 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_
     tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + epilogue_pad(plan, cfg, fast, tx)) * te
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
-    tiles = (pipe + 15) // 16 * 16 + epi if cfg.persistent else max(pipe, epi)   # EPI_OFFSET
+    align = 128 if d_box else 16
+    tiles = (pipe + align - 1) // align * align + epi if cfg.persistent else max(pipe, epi)   # EPI_OFFSET
     if cfg.ws or a_box:   # two (one) 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)
         return (tiles + 7) // 8 * 8 + (16 if cfg.ws else 8) * cfg.stages
     return tiles
@@ -321,14 +324,19 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     box = views[0] if views and isinstance(views[0], TmaBox) else None
     if cfg.persistent:
         check_persistent(plan, cfg, box, lb)
-    smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
+    d_view = store_box(plan, cfg)
+    smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None, d_box=d_view is not None)
     threads = cfg.threads
     tma = views is not None and box is None
     if cfg.three_math_warpgroups and not tma:
         raise ValueError(f"{cfg.key()}: three math warpgroups take most of the producer's registers, so it "
                          f"must load by TMA (both operands plain 2-D matrices, one batch)")
-    names = ("map_a", "map_b")[:len(views or ())]
+    names = ("map_a", "map_b")[:len(views or ())] + (("map_d",) if d_view else ())
     maps = "".join(f",\n    const __grid_constant__ gett::TensorMap {n}" for n in names)
+    map_args = [f"&{n}" if n in names else "nullptr" for n in ("map_a", "map_b", "map_d")]
+    while map_args and map_args[-1] == "nullptr":
+        map_args.pop()
+    map_args = "".join(", " + a for a in map_args)
     m_fast, epi_tx, epi_ty = epilogue_walk(plan, cfg)
     epi_v = epilogue_vector(plan, cfg, m_fast, epi_tx)
     epi_run, epi_cross = epilogue_cross(plan, cfg, m_fast, epi_tx)
@@ -362,17 +370,28 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
                 f"{'true' if layout.is_async else 'false'}, {layout.step}, "
                 f"{'true' if cfg.math == 'wgmma' else 'false'}>")
 
+    def coordinates(table, strides):   # a table per dimension of the map, its strides in that dimension
+        return "gett::Coordinates<" + ", ".join(
+            "gett::Table<int" + "".join(f", gett::Mode<{e}, {dv}, {st}>" for e, dv, st in
+                                        zip(table.extents, table.divisors, dim)) + ">"
+            for dim in strides) + ">"
+
+    def positions(table, spans):   # the modes of ``table`` a tile spans, at their box-layout strides
+        return "gett::Table<int" + "".join(f", gett::Mode<{e}, {dv}, {st}>" for (e, st), dv in
+                                           zip(spans, table.divisors)) + ">"
+
     def box_loader(view):
-        def coordinates(table, strides):   # a table per dimension of the map, its strides in that dimension
-            return "gett::Coordinates<" + ", ".join(
-                "gett::Table<int" + "".join(f", gett::Mode<{e}, {dv}, {st}>" for e, dv, st in
-                                            zip(table.extents, table.divisors, dim)) + ">"
-                for dim in strides) + ">"
         return (f"gett::TmaBoxLoader<Problem::TA, {acc}, OpA, Problem::IndexM, Problem::IndexK, "
                 f"{coordinates(plan.tables['M'], view.row_coordinates)}, "
                 f"{coordinates(plan.tables['K'], view.k_coordinates)}, {cfg.bm}, {cfg.bk}, {view.box[0]}, {cfg.stages}, "
                 f"{cfg.load_threads}, {plan.k}>")
 
+    store_d = None if d_view is None else (
+        f"gett::TmaStore<{positions(plan.tables['M'], d_view.m_positions)}, "
+        f"{positions(plan.tables['N'], d_view.n_positions)}, {coordinates(plan.tables['M'], d_view.m_coordinates)}, "
+        f"{coordinates(plan.tables['N'], d_view.n_coordinates)}, "
+        f"{d_view.m_positions[0][0] if d_view.m_positions[0][1] == 1 else 1}>")
+    store_line = f"using StoreD = {store_d};\n" if d_view else ""
     uses_ops = any(getattr(ops, r) is not None for r in ("op_a", "op_b", "op_c", "op_out", "op_ab", "reduce"))
     src = f"""// Generated by gett for: {plan.signature[0]}  config {cfg.key()}
 #include "gett.cuh"
@@ -404,7 +423,7 @@ struct Problem {{
 using LoadA = {box_loader(box) if box else loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
-using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}, {'true' if tma else 'false'}, {'true' if cfg.persistent else 'false'}>;
+{store_line}using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}, {'true' if tma else 'false'}, {'true' if cfg.persistent else 'false'}{", StoreD" if d_view else ""}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on threads per CTA");
 }}  // namespace
@@ -412,7 +431,7 @@ static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on t
 extern "C" __global__ void __launch_bounds__({threads}, {ctas_per_sm(plan, cfg) if cap_registers else 1}) {KERNEL_NAME}(
     const Problem::TA* A, const Problem::TB* B, const Problem::TC* C, Problem::TD* D,
     Problem::Acc* partials, Problem::Acc alpha, Problem::Acc beta{maps}) {{
-  Kernel::run(A, B, C, D, partials, alpha, beta{''.join(', &' + n for n in names)});
+  Kernel::run(A, B, C, D, partials, alpha, beta{map_args});
 }}
 """
     if cfg.split_k > 1:
@@ -422,4 +441,4 @@ extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {REDUCE_NAME}(
   gett::reduce_splits<Problem, OpC, OpOut, Semiring, {cfg.split_k}, Kernel::PARTIALS_M_FAST>(partials, C, D, alpha, beta);
 }}
 """
-    return src, smem, threads, views
+    return src, smem, threads, (views or ()) + (d_view,) if d_view else views

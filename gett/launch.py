@@ -116,7 +116,7 @@ class Launcher:
         descriptors (for the CuPy kind, device addresses as ints serve too). Checks nothing."""
         if self._fn is None:
             return
-        maps = () if self._maps is None else self._maps(_pointer(A), _pointer(B))
+        maps = () if self._maps is None else self._maps(_pointer(A), _pointer(B), _pointer(D))
         if self._torch_stream is not None:
             address = self._address
             A, B, C, D = address(A.data_ptr()), address(B.data_ptr()), address(C.data_ptr()), address(D.data_ptr())
@@ -129,7 +129,7 @@ class Launcher:
             return
         address = self._address
         stream = self.stream()
-        maps = () if self._maps is None else self._maps(a, b)
+        maps = () if self._maps is None else self._maps(a, b, d)
         self._dispatch(address(a), address(b), address(c), address(d), alpha, beta, stream, maps)
 
     def stream(self):
@@ -139,7 +139,7 @@ class Launcher:
         return _external_stream(self._torch_stream(self._device), self._device)
 
     def _dispatch(self, A, B, C, D, alpha, beta, stream, maps):
-        """``maps``: the tensor maps of A and B for a TMA kernel (gett.tensor_map), else ()."""
+        """``maps``: the tensor maps of a TMA kernel (A and B, A, or D: gett.tensor_map), else ()."""
         scalars = self._scalars
         try:
             alpha, beta = scalars[alpha], scalars[beta]

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from .errors import DeviceError
-from .tma import TMA_DTYPES, TmaBox, TmaOperand
+from .tma import TMA_DATA_TYPES, TmaBox, TmaOperand, TmaStoreBox
 
 _MAP_BYTES, _MAP_ALIGN = 128, 64
 _L2_PROMOTION_256B = 3        # L2 fetches of 256 bytes, as CUTLASS's Hopper GEMMs ask
@@ -36,10 +36,10 @@ def _encode_function():
     return _driver
 
 
-def encode(view: TmaOperand | TmaBox, address: int) -> np.ndarray:
+def encode(view: TmaOperand | TmaBox | TmaStoreBox, address: int) -> np.ndarray:
     """The 128-byte tensor map of ``view`` at device ``address``, as a numpy array to pass by value."""
     if address % 16:
-        raise DeviceError(f"{view.tensor}: a TMA load needs a 16-byte aligned address, got {address:#x}")
+        raise DeviceError(f"{view.tensor}: a TMA copy needs a 16-byte aligned address, got {address:#x}")
     buffer = np.zeros(_MAP_BYTES + _MAP_ALIGN, dtype=np.uint8)
     start = -buffer.ctypes.data % _MAP_ALIGN
     out = buffer[start:start + _MAP_BYTES]
@@ -48,7 +48,7 @@ def encode(view: TmaOperand | TmaBox, address: int) -> np.ndarray:
     strides = (ctypes.c_uint64 * (rank - 1))(*view.byte_strides)
     box = (ctypes.c_uint32 * rank)(*view.box)
     element_strides = (ctypes.c_uint32 * rank)(*(1,) * rank)
-    status = _encode_function()(out.ctypes.data, TMA_DTYPES[view.dtype], rank, address, dims, strides, box,
+    status = _encode_function()(out.ctypes.data, TMA_DATA_TYPES[view.dtype], rank, address, dims, strides, box,
                                 element_strides, 0, view.swizzle, _L2_PROMOTION_256B, 0)
     if status:
         raise DeviceError(f"cuTensorMapEncodeTiled failed ({status}) for {view.tensor}: {view}, address {address:#x}")
@@ -65,11 +65,12 @@ class TensorMaps:
     def __init__(self, views: tuple, by_value):
         self._views, self._maps, self._by_value = views, {}, by_value
 
-    def __call__(self, a: int, b: int) -> tuple:
-        """(map of A at ``a``[, map of B at ``b``]) as kernel arguments passed by value."""
-        maps = self._maps.get((a, b))
+    def __call__(self, a: int, b: int, d: int) -> tuple:
+        """The maps of ``views`` (of A at ``a``, B at ``b``, D at ``d``) as kernel arguments passed by value."""
+        maps = self._maps.get((a, b, d))
         if maps is None:
             if len(self._maps) >= self.LIMIT:
                 self._maps.pop(next(iter(self._maps)))
-            maps = self._maps[(a, b)] = tuple(self._by_value(encode(v, p)) for v, p in zip(self._views, (a, b)))
+            address = {"A": a, "B": b, "D": d}
+            maps = self._maps[(a, b, d)] = tuple(self._by_value(encode(v, address[v.tensor])) for v in self._views)
         return maps

@@ -8,6 +8,10 @@ the 128-byte-swizzled layout wgmma reads (kernels/tma.cuh), rows and K past the 
 zeros. Both operands must qualify (the stage's barrier counts either bytes or copies), and neither
 may have an op or a box-transposed tile (the producer would have to touch the data).
 
+A SIMT kernel whose producer warpgroup runs several tiles (``ws``, ``persistent``) can store D's tile
+the same way (:class:`TmaStoreBox`): the math warps write it into the epilogue tile in the box's layout
+and one thread asks the TMA to store it, then they go on to the next tile while the TMA drains it.
+
 In an mma.sync kernel (no producer warpgroup), A's tile can be one box of A itself, up to five of its
 modes at once (:class:`TmaBox`): where the tile's rows are whole low parts of A's modes, A's stride-1
 mode first (a box-tiled M: 16 x 16 elements of two modes), and its K tile a run of one mode. One
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from .config import KernelConfig
 
 TMA_DTYPES = {"f16": 6, "bf16": 9}   # CUtensorMapDataType of the 16-bit types wgmma reads
+TMA_DATA_TYPES = {**TMA_DTYPES, "f32": 7}   # ... and of every type a tensor map holds (D's stores: f32 too)
 _MAX_BOX = 256                       # elements per box side
 _MAX_COORDINATE = 2**31 - 1          # box coordinates are 32-bit signed
 _SWIZZLE = {32: 1, 64: 2, 128: 3}    # box row bytes -> CUtensorMapSwizzle (others: 0, none)
@@ -65,6 +70,26 @@ class TmaBox:
     row_coordinates: tuple   # per dimension, a stride per mode of the row table
     k_coordinates: tuple     # per dimension, a stride per mode of the K table
     swizzle: int             # CUtensorMapSwizzle of the box's rows (kernels/tma.cuh, TmaBoxLoader)
+
+
+@dataclass(frozen=True)
+class TmaStoreBox:
+    """D's tile as one box of D: dimensions (D's modes) stride-1 first, then by stride, with ``extents``
+    (elements), ``byte_strides`` (of dimensions 1 on) and ``box`` (elements: the tile's modes whole, 1 for
+    the others). ``m_coordinates`` / ``n_coordinates`` give per dimension how much each mode of the M (N)
+    table moves its coordinate, so a tile's coordinates are index tables of its first row and column;
+    ``m_positions`` / ``n_positions`` give each mode of M (N) the tile spans, first modes first, its
+    (extent in the tile, stride in the box's shared-memory layout: innermost dimension first, no padding)."""
+    tensor: str
+    dtype: str
+    extents: tuple
+    byte_strides: tuple
+    box: tuple
+    m_coordinates: tuple
+    n_coordinates: tuple
+    m_positions: tuple
+    n_positions: tuple
+    swizzle: int = 0
 
 
 def merged_mode(table, tensor: str):
@@ -190,3 +215,74 @@ def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None
                   tuple(strides[k] * item for k in order[1:]), boxes,
                   coordinates(m_table, m_parts, skip=set(range(in_tile))), coordinates(k_table, k_parts, skip=set()),
                   _SWIZZLE.get(row_bytes, 0))
+
+
+def _tile_modes(table, tile: int) -> list | None:
+    """[(mode index, extent in the tile)] of the modes a tile of ``tile`` indices of ``table`` spans: its
+    first modes whole, then a part of the next one that divides it (or None where no such split exists)."""
+    spans, size = [], 1
+    for i, extent in enumerate(table.extents):
+        if size == tile:
+            break
+        part = min(extent, tile // size)
+        if tile % (size * part) or extent % part:
+            return None
+        spans.append((i, part))
+        size *= part
+    return spans if size == tile else None
+
+
+def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
+    """D's tile under ``cfg`` as one TMA box of D, or None where it is not one: a SIMT kernel whose
+    producer warpgroup runs several tiles (the only one that stores through the TMA), one batch, no split
+    K; D 16-bit or f32, 16-byte aligned; the tile's rows M's first modes and its columns N's, D's
+    stride-1 mode among them in rows of whole 16-byte chunks (the tile may span part of a mode whose
+    extent it divides: 128 rows of a mode of 384), N's first not a multiple of 128 bytes into the box; at most five modes, every other stride a
+    positive multiple of 16 bytes."""
+    desc = plan.descriptors["D"]
+    if (cfg.math != "simt" or not cfg.ws or not cfg.persistent or cfg.split_k != 1 or plan.batch != 1
+            or desc.dtype.name not in TMA_DATA_TYPES or desc.alignment < 16):
+        return None
+    m_table, n_table = plan.tables["M"], plan.tables["N"]
+    m_parts, n_parts = _dimensions(m_table, "D"), _dimensions(n_table, "D")
+    in_m, in_n = _tile_modes(m_table, cfg.bm), _tile_modes(n_table, cfg.bn)
+    if (in_m is None or in_n is None or len(m_parts) != len(m_table.extents)
+            or len(n_parts) != len(n_table.extents)):
+        return None
+    parts = [(p, m_table) for p in m_parts] + [(p, n_table) for p in n_parts]
+    strides, extents = {}, {}
+    for (key, i, scale), table in parts:
+        if scale == 1:
+            if key in strides:
+                return None
+            strides[key] = table.strides_of("D")[i]
+        extents[key] = extents.get(key, 1) * table.extents[i]
+    if any(key not in strides or table.strides_of("D")[i] != strides[key] * scale for (key, i, scale), table in parts):
+        return None
+    tile = [(m_parts[i], part) for i, part in in_m] + [(n_parts[i], part) for i, part in in_n]
+    if any(scale != 1 for (_, _, scale), _ in tile):
+        return None
+    order = sorted(strides, key=lambda k: strides[k])
+    box = {key: part for (key, _, _), part in tile}
+    boxes = tuple(box.get(k, 1) for k in order)
+    item = desc.dtype.itemsize
+    if (strides[order[0]] != 1 or order[0] not in box or len(order) > _MAX_RANK or boxes[0] * item % 16
+            or max(boxes) > _MAX_BOX or any(strides[k] <= 0 or strides[k] * item % 16 for k in order[1:])
+            or any(extents[k] > _MAX_COORDINATE for k in order)):
+        return None
+    position = {k: math.prod(boxes[:j]) for j, k in enumerate(order)}
+    # A warp's lanes run along N (SIMT: tx fastest): where N's first mode sits a multiple of 128 bytes
+    # into the box, their stores into the tile fall on one bank. H100, f32 (runner): #40 ``abcdef-gdab-efgc``
+    # (M's 128 rows of D's stride-1 mode first, then N at 512 bytes) 84.4 -> 133.2 us that way.
+    if position[n_parts[in_n[0][0]][0]] * item % 128 == 0:
+        return None
+
+    def coordinates(table, parts):
+        by_index = {i: (key, scale) for key, i, scale in parts}
+        return tuple(tuple(by_index[i][1] if by_index[i][0] == k else 0 for i in range(len(table.extents)))
+                     for k in order)
+    return TmaStoreBox("D", desc.dtype.name, tuple(extents[k] for k in order),
+                       tuple(strides[k] * item for k in order[1:]), boxes,
+                       coordinates(m_table, m_parts), coordinates(n_table, n_parts),
+                       tuple((part, position[m_parts[i][0]]) for i, part in in_m),
+                       tuple((part, position[n_parts[i][0]]) for i, part in in_n))

@@ -34,7 +34,7 @@ namespace gett {
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
           int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
           int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false, bool TMA = false,
-          bool PERSIST = false>
+          bool PERSIST = false, class StoreD = NoTmaStore>
 struct Gett {
   static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
   static_assert(EPI_CROSS == 1 || (EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_RUN == 0 &&
@@ -72,7 +72,8 @@ struct Gett {
   static constexpr int EPI_BYTES = EPI_TILE_ALIGNED + 2 * (BM + BN) * int(sizeof(Offset));
   // The epilogue reuses the stages, except in a CTA over several tiles, whose stages then hold the
   // next tiles' loads.
-  static constexpr int EPI_OFFSET = PERSIST ? (PIPE_BYTES + 15) / 16 * 16 : 0;
+  static constexpr int EPI_ALIGN = StoreD::kTma ? 128 : 16;   // the TMA stores from 128-byte aligned tiles
+  static constexpr int EPI_OFFSET = PERSIST ? (PIPE_BYTES + EPI_ALIGN - 1) / EPI_ALIGN * EPI_ALIGN : 0;
   static constexpr int TILE_BYTES = PERSIST ? EPI_OFFSET + EPI_BYTES : PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
   // Warp-specialised kernels keep two mbarriers per stage after the tiles, kernels whose A tile is a
   // TMA box one (the stage's bytes landed).
@@ -98,6 +99,8 @@ struct Gett {
                                    SPLIT == 1 && P::L == 1 && P::N <= BN),
                 "a CTA over several tiles: A a TMA box tile, B copied asynchronously, one column of tiles, one batch");
   static_assert(!PERSIST || !WS || SPLIT == 1, "a producer over several tiles: no split K");
+  static_assert(!StoreD::kTma || (PERSIST && WS && SPLIT == 1 && P::L == 1),
+                "D stored through the TMA by a producer kernel over several tiles, one batch");
 
   // Tiles: batches outermost; inside a batch GROUP_M row tiles sweep the columns together, so
   // neighbouring CTAs share A and B tiles in L2.
@@ -120,10 +123,10 @@ struct Gett {
                                              const typename P::TC* __restrict__ C,
                                              typename P::TD* __restrict__ D, Acc* __restrict__ partials,
                                              Acc alpha, Acc beta, const TensorMap* map_a = nullptr,
-                                             const TensorMap* map_b = nullptr) {
+                                             const TensorMap* map_b = nullptr, const TensorMap* map_d = nullptr) {
     const int tid = threadIdx.x;
     if constexpr (PERSIST && WS) {
-      run_tiles_ws(A, B, C, D, alpha, beta, tid, map_a, map_b);
+      run_tiles_ws(A, B, C, D, alpha, beta, tid, map_a, map_b, map_d);
       return;
     } else if constexpr (PERSIST) {
       run_tiles(B, C, D, alpha, beta, tid, map_a);
@@ -440,7 +443,8 @@ struct Gett {
                                                       const typename P::TB* __restrict__ B,
                                                       const typename P::TC* __restrict__ C,
                                                       typename P::TD* __restrict__ D, Acc alpha, Acc beta, int tid,
-                                                      const TensorMap* map_a, const TensorMap* map_b) {
+                                                      const TensorMap* map_a, const TensorMap* map_b,
+                                                      const TensorMap* map_d) {
     unsigned long long* full = stage_barriers(tid, TMA ? 1 : PRODUCER_THREADS, THREADS / 32);
     unsigned long long* empty = full + STAGES;
     if (tid >= THREADS) {
@@ -463,8 +467,41 @@ struct Gett {
       const typename P::IndexL l = typename P::IndexL(at.l);
       math.init(tid);
       consume(math, t0, 0, K_TILES, full, empty);
+      if constexpr (StoreD::kTma) {
+        if (beta == zero<Acc>()) {
+          epilogue_tma(math, at.m0, at.n0, alpha, tid, map_d);
+          continue;
+        }
+      }
       epilogue(math, C + P::CL::offset(l), D + P::DL::offset(l), at.m0, at.n0, alpha, beta, tid);
     }
+    if constexpr (StoreD::kTma) {
+      if (tid == 0) bulk_wait<0, false>();   // the last store done before the CTA (and its tile) leaves
+    }
+  }
+
+  // D's tile as one TMA box (StoreD, beta == 0): the accumulators go into the epilogue tile in the box's
+  // layout, one thread asks the TMA to store it, and the math warps go on to the next tile while it drains;
+  // the tile is written again only once that store has read it.
+  static constexpr bool kBoxRowRuns = StoreD::kTma && StoreD::template kRowRuns<Math::kRowRun>;
+  __device__ __forceinline__ static void epilogue_tma(const Math& math, long long m0, long long n0, Acc alpha,
+                                                      int tid, const TensorMap* map_d) {
+    TE* tile = reinterpret_cast<TE*>(smem_base() + EPI_OFFSET);
+    if (tid == 0) bulk_wait<0, true>();
+    sync_math_threads();
+    if constexpr (kBoxRowRuns) {
+      math.for_each_row_run([&](int r, int c, const Acc (&v)[Math::kRowRun]) {
+        combine_run<false>(tile, StoreD::position(r, c), v, alpha, zero<Acc>());
+      });
+    } else {
+      math.for_each([&](int r, int c, Acc v) {
+        const Acc one[1] = {v};
+        combine_run<false>(tile, StoreD::position(r, c), one, alpha, zero<Acc>());
+      });
+    }
+    fence_proxy_async();   // this thread's writes to the tile, seen by the TMA
+    sync_math_threads();
+    if (tid == 0) StoreD::store(map_d, tile, typename P::IndexM(m0), typename P::IndexN(n0));
   }
 
   // With beta != 0, the producer warpgroup, done with its loads (STAGES - 1 tiles before the math

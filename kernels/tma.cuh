@@ -41,6 +41,62 @@ __device__ __forceinline__ void tma_load(void* smem, const TensorMap* map, const
 #undef GETT_TMA_LOAD
 }
 
+// The box of `map` whose first element has coordinates c from `smem` (128-byte aligned), as a bulk
+// group of this thread's (bulk_commit; bulk_wait_read before `smem` is written again).
+template <int RANK>
+__device__ __forceinline__ void tma_store(const TensorMap* map, const void* smem, const int (&c)[RANK]) {
+  static_assert(RANK >= 1 && RANK <= 5, "tensor maps have 1 to 5 dimensions");
+  const unsigned src = smem_address(smem);
+  const unsigned long long m = reinterpret_cast<unsigned long long>(map);
+#define GETT_TMA_STORE(N, COORDS, ...)                                                                          \
+  asm volatile("cp.async.bulk.tensor." #N "d.global.shared::cta.bulk_group [%0, " COORDS "], [%1];\n" ::"l"(m), \
+               "r"(src), __VA_ARGS__ : "memory")
+  if constexpr (RANK == 1) GETT_TMA_STORE(1, "{%2}", "r"(c[0]));
+  if constexpr (RANK == 2) GETT_TMA_STORE(2, "{%2, %3}", "r"(c[0]), "r"(c[1]));
+  if constexpr (RANK == 3) GETT_TMA_STORE(3, "{%2, %3, %4}", "r"(c[0]), "r"(c[1]), "r"(c[2]));
+  if constexpr (RANK == 4) GETT_TMA_STORE(4, "{%2, %3, %4, %5}", "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+  if constexpr (RANK == 5)
+    GETT_TMA_STORE(5, "{%2, %3, %4, %5, %6}", "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]));
+#undef GETT_TMA_STORE
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most PENDING of this thread's bulk groups still read shared memory (READ) or still run.
+template <int PENDING, bool READ>
+__device__ __forceinline__ void bulk_wait() {
+  if constexpr (READ) asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(PENDING) : "memory");
+  else asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(PENDING) : "memory");
+}
+
+// How the epilogue stores D: through its walk of the tile (NoTmaStore), or as one TMA box of D
+// (gett/tma.py, TmaStoreBox): accumulator (r, c) sits at PositionM(r) + PositionN(c) of the box's
+// layout, and the tile's coordinates are index tables of its first row and column. ROW_RUN: the
+// extent of the box's innermost dimension where that is M's first mode (a thread's runs of rows
+// dividing it are neighbours in the box), else 1.
+struct NoTmaStore {
+  static constexpr bool kTma = false;
+  template <int RUN>
+  static constexpr bool kRowRuns = false;
+};
+template <class PositionM, class PositionN, class CoordsM, class CoordsN, int ROW_RUN>
+struct TmaStore {
+  static_assert(CoordsM::RANK == CoordsN::RANK, "one coordinate table per dimension of the map");
+  static constexpr bool kTma = true;
+  static constexpr int RANK = CoordsM::RANK;
+  template <int RUN>
+  static constexpr bool kRowRuns = RUN > 1 && ROW_RUN % RUN == 0;
+  __device__ __forceinline__ static int position(int r, int c) { return PositionM::offset(r) + PositionN::offset(c); }
+  template <class IndexM, class IndexN>
+  __device__ __forceinline__ static void store(const TensorMap* map, const void* tile, IndexM m0, IndexN n0) {
+    int c[RANK];
+#pragma unroll
+    for (int d = 0; d < RANK; ++d) c[d] = 0;
+    CoordsM::add(m0, c);
+    CoordsN::add(n0, c);
+    tma_store<RANK>(map, tile, c);
+    bulk_commit();
+  }
+};
+
 // One stage of an operand tile of ROWS x BK 16-bit elements: K-major tiles are one box of BK x ROWS
 // (K innermost, one 128-byte line a row); MN-major tiles are ROWS / 64 boxes of 64 rows x BK, each
 // BK lines of 128 bytes (the layout of loader.cuh's swizzled tiles).

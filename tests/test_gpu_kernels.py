@@ -480,6 +480,39 @@ def test_simt_kernels_with_a_producer_warpgroup(shape, max_plus):
     np.testing.assert_allclose(cp.asnumpy(D), 1.5 * product + 0.5 * c, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("subscripts,tile", [
+    ("degc,gfab->abcdef", (128, 128, 8, 8)),   # TCCG #33: D's stride-1 modes a, b in N
+    ("dega,gfbc->abcdef", (96, 128, 12, 4)),   # #31: a in M, boxes of 24 x 4
+    ("gdbc,efga->abcdef", (128, 96, 4, 12)),   # #42: a in N, boxes of 24 x 4
+])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_a_simt_producer_stores_d_through_the_tma(subscripts, tile, beta):
+    """D's tile as one TMA box (gett.tma.store_box, kernels/gett.cuh epilogue_tma): f32, K = 24, TCCG
+    #31-48's patterns at smaller extents, over several tiles a CTA. The plan is made for beta = 0 and run
+    with beta = 0 (the TMA store) and 0.5 (the epilogue's walk reading C), into a NaN-poisoned D, against
+    numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("measured and tested on sm_90")
+    from gett.config import KernelConfig
+    ext = dict(zip("abcdefg", (24, 16, 16, 24, 16, 8, 24)))
+    rng = np.random.default_rng(28)
+    (ma, mb), md = subscripts.split("->")[0].split(","), subscripts.split("->")[1]
+
+    def tensor(modes, fill=None):   # column-major, the first mode stride-1 (as TCCG)
+        shape = [ext[x] for x in modes]
+        x = rng.uniform(-2, 2, shape[::-1]) if fill is None else np.full(shape[::-1], fill)
+        return cp.asarray(x.astype(np.float32)).transpose()
+    A, B, C, D = tensor(ma), tensor(mb), tensor(md), tensor(md, np.nan)
+    bm, bn, tm, tn = tile
+    config = KernelConfig("simt", bm, bn, 24, 3, tm=tm, tn=tn, ws=True, persistent=True)
+    plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=0.0, config=config)
+    assert [v.tensor for v in plan.kernel().tma] == ["D"]
+    gett.contract(plan, 1.5, A, B, beta, C, D)
+    a, b, c = (cp.asnumpy(x).astype(np.float64) for x in (A, B, C))
+    expect = 1.5 * np.einsum(subscripts, a, b, optimize=True) + beta * c
+    np.testing.assert_allclose(cp.asnumpy(D), expect, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("subscripts", ["degb,gfac->abcdef", "gdac,efgb->abcdef"])   # TCCG #32 (A staged), #41 (B)
 def test_a_simt_producer_stages_a_box_operand_through_its_registers(subscripts):
     """f32 with K = 24 and D's stride-1 mode of 24 (TCCG #31-48 at smaller extents): box tiling leaves one

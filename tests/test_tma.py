@@ -11,7 +11,8 @@ from gett.config import KernelConfig, default_config
 from gett.errors import DeviceError
 from gett.layout import IndexTable
 from gett.tiling import tile_plan
-from gett.tma import TmaBox, TmaOperand, merged_mode, tile_box, tma_operands
+from tccg_suite.suite import load_suite
+from gett.tma import TmaBox, TmaOperand, TmaStoreBox, merged_mode, store_box, tile_box, tma_operands
 
 D = gett.TensorDescriptor
 WIDE = KernelConfig("wgmma", 128, 256, 64, 4, ws=True)
@@ -86,7 +87,7 @@ def test_the_tma_kernel_takes_two_tensor_maps_and_compiles_for_sm_90a():
 
 def test_a_misaligned_address_is_refused_before_the_driver_is_asked():
     view = TmaOperand("B", "f16", True, (1024, 1024), 2048, (64, 256))
-    with pytest.raises(DeviceError, match="B: a TMA load needs a 16-byte aligned address"):
+    with pytest.raises(DeviceError, match="B: a TMA copy needs a 16-byte aligned address"):
         tensor_map.encode(view, 0x1008)
 
 
@@ -94,13 +95,13 @@ def test_the_launcher_encodes_a_map_once_per_address_pair(monkeypatch):
     calls = []
     monkeypatch.setattr(tensor_map, "encode", lambda view, address: calls.append((view.tensor, address)) or address)
     maps = tensor_map.TensorMaps(views(gemm(1024, 1024, 1024)), by_value=lambda x: ("arg", x))
-    assert maps(0x1000, 0x2000) == (("arg", 0x1000), ("arg", 0x2000))
-    assert maps(0x1000, 0x2000) == (("arg", 0x1000), ("arg", 0x2000))
+    assert maps(0x1000, 0x2000, 0x3000) == (("arg", 0x1000), ("arg", 0x2000))
+    assert maps(0x1000, 0x2000, 0x3000) == (("arg", 0x1000), ("arg", 0x2000))
     assert calls == [("A", 0x1000), ("B", 0x2000)]
     for i in range(tensor_map.TensorMaps.LIMIT):   # past the limit the oldest pair goes first
-        maps(0x10000 * (i + 1), 0x2000)
+        maps(0x10000 * (i + 1), 0x2000, 0x3000)
     calls.clear()
-    maps(0x1000, 0x2000)
+    maps(0x1000, 0x2000, 0x3000)
     assert calls == [("A", 0x1000), ("B", 0x2000)]
 
 
@@ -395,3 +396,62 @@ def test_a_box_map_is_encoded_with_its_rank_strides_box_and_swizzle(monkeypatch)
     tensor_map.encode(view, 0x10000)
     assert seen == {"rank": 5, "dims": [32, 32, 48, 5, 7], "strides": [64, 10240, 2048, 491520],
                     "box": [16, 32, 16, 1, 1], "swizzle": 1, "elements": [1] * 5}
+
+
+def tccg_f32(notation, cfg):
+    """TCCG ``notation`` (tccg_suite, column-major) in f32 with beta hint 0, box-tiled for ``cfg``."""
+    c = next(x for x in load_suite() if x.notation == notation)
+    d = {t: D(c.shape(t), c.strides(t), "f32") for t in "ABC"}
+    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0,
+                                 device_arch="sm_90")
+    return tile_plan(plan, cfg)
+
+
+SIMT_P = KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True, persistent=True)
+SIMT_P96 = KernelConfig("simt", 96, 128, 24, 3, tm=12, tn=4, ws=True, persistent=True)
+
+
+def test_tccg_33_stores_its_d_tile_as_one_box():
+    """#33 ``abcdef-degc-gfab``: D's stride-1 modes a·b (384) are N's first mode, d·e (384, stride 6144)
+    M's: the 128 x 128 tile spans a third of each, so D's box is 128 x 128 of them (c and f one at a
+    time), laid out a·b first; the tile's coordinates are its first row and column's digits."""
+    view = store_box(tccg_f32("abcdef-degc-gfab", SIMT_P), SIMT_P)
+    assert isinstance(view, TmaStoreBox) and view.dtype == "f32"
+    assert view.extents == (384, 16, 384, 16) and view.box == (128, 1, 128, 1)
+    assert view.byte_strides == (4 * 384, 4 * 6144, 4 * 2359296)
+    assert view.m_positions == ((128, 128),) and view.n_positions == ((128, 1),)
+    assert view.m_coordinates == ((0, 0), (0, 1), (1, 0), (0, 0))
+    assert view.n_coordinates == ((1, 0), (0, 0), (0, 0), (0, 1))
+
+
+def test_tccg_31_stores_a_box_of_ds_whole_stride_one_mode():
+    """#31 ``abcdef-dega-gfbc`` in 96 rows: M's box tiling makes its rows a (24, D's stride-1 mode) by 4
+    of d·e, the columns 128 of b·c: one box (24, 128, 4, 1) laid out a, b·c, d·e."""
+    view = store_box(tccg_f32("abcdef-dega-gfbc", SIMT_P96), SIMT_P96)
+    assert view.extents == (24, 256, 384, 16) and view.box == (24, 128, 4, 1)
+    assert view.m_positions == ((24, 1), (4, 24 * 128)) and view.n_positions == ((128, 24),)
+
+
+@pytest.mark.parametrize("notation,cfg,why", [
+    ("abcdef-degb-gfac", SIMT_P, "N's first mode a (24) does not divide into 128 columns"),
+    ("abcdef-gdab-efgc", SIMT_P, "N 512 bytes into the box: a warp's stores into the tile on one bank"),
+    ("abcdef-degc-gfab", KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True), "one tile a CTA"),
+    ("abcdef-degc-gfab", KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32), "not the SIMT producer"),
+])
+def test_d_tiles_that_are_not_one_box_store_as_before(notation, cfg, why):
+    assert store_box(tccg_f32(notation, cfg), cfg) is None, why
+
+
+def test_the_d_box_kernel_takes_map_d_and_compiles_for_sm_90():
+    """A SIMT producer kernel whose D tile is a box takes D's map alone (A and B copy by cp.async) and
+    compiles (NVRTC; the translation unit checks its shared memory, the epilogue tile now 128-byte aligned
+    after the stages, against the host's) without spills; beta != 0 keeps the walk, so C's layout needs no box."""
+    plan = tccg_f32("abcdef-degc-gfab", SIMT_P)
+    src, _, _, views_ = render_kernel(plan, SIMT_P, arch="sm_90")
+    assert src.count("const __grid_constant__ gett::TensorMap") == 1 and "nullptr, nullptr, &map_d)" in src
+    assert "using StoreD = gett::TmaStore<" in src and views_ == (store_box(plan, SIMT_P),)
+    c = next(x for x in load_suite() if x.notation == "abcdef-degc-gfab")
+    d = {t: D(c.shape(t), c.strides(t), "f32") for t in "ABC"}
+    kernel = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0,
+                                   config=SIMT_P, device_arch="sm_90").kernel("sm_90")
+    assert [v.tensor for v in kernel.tma] == ["D"] and kernel.report.spill_stores == 0
