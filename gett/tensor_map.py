@@ -56,7 +56,7 @@ def encode(view: TmaOperand | TmaBox | TmaStoreBox, address: int) -> np.ndarray:
 
 
 class TensorMaps:
-    """The tensor maps of the operands a kernel loads through the TMA (A and B, or A alone: ``views``) at
+    """The tensor maps of the tensors a kernel copies through the TMA (A and B, A, or D: ``views``) at
     the addresses met so far, encoded once each (a bounded number: a program cycles through a few
     buffers; past that the oldest is dropped)."""
     __slots__ = ("_by_value", "_maps", "_views")

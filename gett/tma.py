@@ -153,6 +153,22 @@ def _dimensions(table, tensor: str) -> list:
     return out
 
 
+def _box_dimensions(parts, tensor: str) -> tuple | None:
+    """({mode key: stride}, {mode key: extent}) of ``tensor``'s dimensions from ``parts`` [((key, index, scale),
+    table)] (:func:`_dimensions` of each table): each key once with its scale-1 part's stride, every part's
+    stride that stride times its scale; None where they disagree."""
+    strides, extents = {}, {}
+    for (key, i, scale), table in parts:
+        if scale == 1:
+            if key in strides:
+                return None
+            strides[key] = table.strides_of(tensor)[i]
+        extents[key] = extents.get(key, 1) * table.extents[i]
+    if any(key not in strides or table.strides_of(tensor)[i] != strides[key] * scale for (key, i, scale), table in parts):
+        return None
+    return strides, extents
+
+
 def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None:
     """A's tile under ``cfg`` as one TMA box of A (see the module docstring), or None where it is not
     one: an mma.sync kernel on sm_90 without a producer warpgroup over one batch; A 16-bit, M-major
@@ -180,18 +196,10 @@ def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None
     k0 = k_table.extents[0]
     if rows != cfg.bm or not (k0 % cfg.bk == 0 or len(k_table.extents) == 1) or k0 < cfg.bk:
         return None
-    # the dimensions: each mode key once, with its scale-1 part's stride; every part's stride must be
-    # that stride times its scale
-    parts = [(p, m_table) for p in m_parts] + [(p, k_table) for p in k_parts]
-    strides, extents = {}, {}
-    for (key, i, scale), table in parts:
-        if scale == 1:
-            if key in strides:
-                return None
-            strides[key] = table.strides_of("A")[i]
-        extents[key] = extents.get(key, 1) * table.extents[i]
-    if any(key not in strides or table.strides_of("A")[i] != strides[key] * scale for (key, i, scale), table in parts):
+    dims = _box_dimensions([(p, m_table) for p in m_parts] + [(p, k_table) for p in k_parts], "A")
+    if dims is None:
         return None
+    strides, extents = dims
     tile_rows = [m_parts[i] for i in range(in_tile)]
     if any(scale != 1 for _, _, scale in tile_rows) or k_parts[0][2] != 1 or strides[tile_rows[0][0]] != 1:
         return None
@@ -237,8 +245,8 @@ def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
     producer warpgroup runs several tiles (the only one that stores through the TMA), one batch, no split
     K; D 16-bit or f32, 16-byte aligned; the tile's rows M's first modes and its columns N's, D's
     stride-1 mode among them in rows of whole 16-byte chunks (the tile may span part of a mode whose
-    extent it divides: 128 rows of a mode of 384), N's first not a multiple of 128 bytes into the box; at most five modes, every other stride a
-    positive multiple of 16 bytes."""
+    extent it divides: 128 rows of a mode of 384), N's first not a multiple of 128 bytes into the box;
+    at most five modes, every other stride a positive multiple of 16 bytes."""
     desc = plan.descriptors["D"]
     if (cfg.math != "simt" or not cfg.ws or not cfg.persistent or cfg.split_k != 1 or plan.batch != 1
             or desc.dtype.name not in TMA_DATA_TYPES or desc.alignment < 16):
@@ -249,16 +257,10 @@ def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
     if (in_m is None or in_n is None or len(m_parts) != len(m_table.extents)
             or len(n_parts) != len(n_table.extents)):
         return None
-    parts = [(p, m_table) for p in m_parts] + [(p, n_table) for p in n_parts]
-    strides, extents = {}, {}
-    for (key, i, scale), table in parts:
-        if scale == 1:
-            if key in strides:
-                return None
-            strides[key] = table.strides_of("D")[i]
-        extents[key] = extents.get(key, 1) * table.extents[i]
-    if any(key not in strides or table.strides_of("D")[i] != strides[key] * scale for (key, i, scale), table in parts):
+    dims = _box_dimensions([(p, m_table) for p in m_parts] + [(p, n_table) for p in n_parts], "D")
+    if dims is None:
         return None
+    strides, extents = dims
     tile = [(m_parts[i], part) for i, part in in_m] + [(n_parts[i], part) for i, part in in_n]
     if any(scale != 1 for (_, _, scale), _ in tile):
         return None

@@ -480,6 +480,19 @@ def test_simt_kernels_with_a_producer_warpgroup(shape, max_plus):
     np.testing.assert_allclose(cp.asnumpy(D), 1.5 * product + 0.5 * c, rtol=1e-5, atol=1e-4)
 
 
+def tccg_f32_arrays(subscripts, extents, rng):
+    """A, B, C (uniform in [-2, 2]) and a NaN-poisoned D of ``subscripts`` over modes a-g of ``extents``,
+    f32, column-major (the first mode stride-1, as TCCG), and the three mode strings."""
+    ext = dict(zip("abcdefg", extents))
+    (ma, mb), md = subscripts.split("->")[0].split(","), subscripts.split("->")[1]
+
+    def tensor(modes, fill=None):
+        shape = [ext[x] for x in modes]
+        x = rng.uniform(-2, 2, shape[::-1]) if fill is None else np.full(shape[::-1], fill)
+        return cp.asarray(x.astype(np.float32)).transpose()
+    return tensor(ma), tensor(mb), tensor(md), tensor(md, np.nan), (ma, mb, md)
+
+
 @pytest.mark.parametrize("subscripts,tile", [
     ("degc,gfab->abcdef", (128, 128, 8, 8)),   # TCCG #33: D's stride-1 modes a, b in N
     ("dega,gfbc->abcdef", (96, 128, 12, 4)),   # #31: a in M, boxes of 24 x 4
@@ -494,15 +507,7 @@ def test_a_simt_producer_stores_d_through_the_tma(subscripts, tile, beta):
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("measured and tested on sm_90")
     from gett.config import KernelConfig
-    ext = dict(zip("abcdefg", (24, 16, 16, 24, 16, 8, 24)))
-    rng = np.random.default_rng(28)
-    (ma, mb), md = subscripts.split("->")[0].split(","), subscripts.split("->")[1]
-
-    def tensor(modes, fill=None):   # column-major, the first mode stride-1 (as TCCG)
-        shape = [ext[x] for x in modes]
-        x = rng.uniform(-2, 2, shape[::-1]) if fill is None else np.full(shape[::-1], fill)
-        return cp.asarray(x.astype(np.float32)).transpose()
-    A, B, C, D = tensor(ma), tensor(mb), tensor(md), tensor(md, np.nan)
+    A, B, C, D, (ma, mb, md) = tccg_f32_arrays(subscripts, (24, 16, 16, 24, 16, 8, 24), np.random.default_rng(28))
     bm, bn, tm, tn = tile
     config = KernelConfig("simt", bm, bn, 24, 3, tm=tm, tn=tn, ws=True, persistent=True)
     plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=0.0, config=config)
@@ -523,15 +528,7 @@ def test_a_simt_producer_stages_a_box_operand_through_its_registers(subscripts):
         pytest.skip("measured and tested on sm_90")
     from gett.config import KernelConfig, _layouts, output_tiles
     from gett.launch import launcher
-    ext = dict(zip("abcdefg", (24, 16, 16, 24, 8, 8, 24)))
-    rng = np.random.default_rng(27)
-    (ma, mb), md = subscripts.split("->")[0].split(","), subscripts.split("->")[1]
-
-    def tensor(modes, fill=None):   # column-major, the first mode stride-1 (as TCCG)
-        shape = [ext[x] for x in modes]
-        x = rng.uniform(-2, 2, shape[::-1]) if fill is None else np.full(shape[::-1], fill)
-        return cp.asarray(x.astype(np.float32)).transpose()
-    A, B, C, D = tensor(ma), tensor(mb), tensor(md), tensor(md, np.nan)
+    A, B, C, D, (ma, mb, md) = tccg_f32_arrays(subscripts, (24, 16, 16, 24, 8, 8, 24), np.random.default_rng(27))
     config = KernelConfig("simt", 128, 128, 24, 3, tm=8, tn=8, ws=True, persistent=True)
     plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=0.5, config=config)
     layouts = _layouts(plan, config)
