@@ -228,11 +228,10 @@ def check_persistent(plan, cfg: KernelConfig, box, b: OperandLayout) -> None:
                          f"B copied asynchronously, N in one tile and one batch; here {why}")
 
 
-def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_box: bool = False,
-                 d_box: bool = False) -> int:
+def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_box: bool = False) -> int:
     """Dynamic shared memory of the kernel; mirrors gett::Gett::SMEM_BYTES (the TU static_asserts it).
-    ``a_box``: A's tile is a TMA box (unpadded, a barrier per stage); ``d_box``: D's tile is stored as one
-    (the epilogue tile 128-byte aligned)."""
+    ``a_box``: A's tile is a TMA box (unpadded, a barrier per stage). Where D's tile is stored as one
+    (gett.tma.store_box), the epilogue tile is 128-byte aligned."""
     def stage_elems(layout, rows, itemsize):
         pad = 0 if cfg.math == "wgmma" else max(16 // itemsize, 1)   # wgmma's tiles are swizzled, not padded
         return cfg.bk * (rows + pad) if layout.row_contig else rows * (cfg.bk + pad)
@@ -247,7 +246,7 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_
     tile = (cfg.bn if fast else cfg.bm) * ((cfg.bm if fast else cfg.bn) + epilogue_pad(plan, cfg, fast, tx)) * te
     offset = 4 if plan.offset_bits == 32 else 8
     epi = (tile + 15) // 16 * 16 + 2 * (cfg.bm + cfg.bn) * offset
-    align = 128 if d_box else 16
+    align = 128 if cfg.persistent and store_box(plan, cfg) is not None else 16
     tiles = (pipe + align - 1) // align * align + epi if cfg.persistent else max(pipe, epi)   # EPI_OFFSET
     if cfg.ws or a_box:   # two (one) 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)
         return (tiles + 7) // 8 * 8 + (16 if cfg.ws else 8) * cfg.stages
@@ -325,7 +324,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     if cfg.persistent:
         check_persistent(plan, cfg, box, lb)
     d_view = store_box(plan, cfg)
-    smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None, d_box=d_view is not None)
+    smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads
     tma = views is not None and box is None
     if cfg.three_math_warpgroups and not tma:

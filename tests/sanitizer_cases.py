@@ -43,15 +43,17 @@ def main(count: int) -> int:
 
 def run_persistent() -> int:
     """Producers over several tiles (kernels/gett.cuh run_tiles_ws), whose math warps and producer pass the
-    epilogue tile between them: wgmma (TMA loads) and SIMT f32 (cp.async), beta 0 and 0.5, more tiles than
-    CTAs, against numpy in float64."""
+    epilogue tile between them: wgmma (TMA loads) and SIMT f32 (cp.async; D stored through the TMA where its
+    tile is a box), beta 0 and 0.5, more tiles than CTAs, against numpy in float64."""
     import numpy as np
 
     import gett
     from gett.config import KernelConfig
     cases = [("f16", KernelConfig("wgmma", 128, 128, 64, 4, ws=True, persistent=True), (2000, 2200, 200), 0.0),
              ("f16", KernelConfig("wgmma", 128, 128, 64, 3, ws=True, persistent=True), (2000, 2200, 200), 0.5),
-             ("f32", KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True, persistent=True), (1700, 1900, 20), 0.5)]
+             ("f32", KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True, persistent=True), (1700, 1900, 20), 0.5),
+             # D's tile one box of D: stored through the TMA (gett.tma.store_box)
+             ("f32", KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True, persistent=True), (1536, 1920, 20), 0.0)]
     rng = np.random.default_rng(31)
     for dtype, config, (m, n, k), beta in cases:
         a, b, c = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n)), rng.uniform(-1, 1, (m, n))
