@@ -6,6 +6,7 @@ them (:class:`TensorMaps`). Encoding needs the driver, not a context or a device
 from __future__ import annotations
 
 import ctypes
+import operator
 import threading
 
 import numpy as np
@@ -59,18 +60,21 @@ class TensorMaps:
     """The tensor maps of the tensors a kernel copies through the TMA (A and B, A, or D: ``views``) at
     the addresses met so far, encoded once each (a bounded number: a program cycles through a few
     buffers; past that the oldest is dropped)."""
-    __slots__ = ("_by_value", "_maps", "_views")
+    __slots__ = ("_by_value", "_key", "_maps", "_views")
     LIMIT = 64
 
     def __init__(self, views: tuple, by_value):
         self._views, self._maps, self._by_value = views, {}, by_value
+        # keyed by the addresses of the views' tensors only: a new D does not re-encode A's and B's maps
+        self._key = operator.itemgetter(*("ABD".index(v.tensor) for v in views))
 
     def __call__(self, a: int, b: int, d: int) -> tuple:
         """The maps of ``views`` (of A at ``a``, B at ``b``, D at ``d``) as kernel arguments passed by value."""
-        maps = self._maps.get((a, b, d))
+        key = self._key((a, b, d))
+        maps = self._maps.get(key)
         if maps is None:
             if len(self._maps) >= self.LIMIT:
                 self._maps.pop(next(iter(self._maps)))
             address = {"A": a, "B": b, "D": d}
-            maps = self._maps[(a, b, d)] = tuple(self._by_value(encode(v, address[v.tensor])) for v in self._views)
+            maps = self._maps[key] = tuple(self._by_value(encode(v, address[v.tensor])) for v in self._views)
         return maps

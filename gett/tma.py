@@ -169,6 +169,14 @@ def _box_dimensions(parts, tensor: str) -> tuple | None:
     return strides, extents
 
 
+def _coordinates(table, parts, order, skip=()) -> tuple:
+    """Per dimension in ``order`` (mode keys), how much each mode of ``table`` moves its coordinate: the
+    scale of that key's part (``parts``, :func:`_dimensions`), 0 for other keys and the modes in ``skip``."""
+    by_index = {i: (key, scale) for key, i, scale in parts}
+    return tuple(tuple(by_index[i][1] if by_index[i][0] == k and i not in skip else 0
+                       for i in range(len(table.extents))) for k in order)
+
+
 def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None:
     """A's tile under ``cfg`` as one TMA box of A (see the module docstring), or None where it is not
     one: an mma.sync kernel on sm_90 without a producer warpgroup over one batch; A 16-bit, M-major
@@ -214,14 +222,10 @@ def tile_box(plan, cfg: KernelConfig, layout, arch: str | None) -> TmaBox | None
             or any(extents[k] > _MAX_COORDINATE for k in order)):
         return None
 
-    def coordinates(table, parts, skip):
-        by_index = {i: (key, scale) for key, i, scale in parts}
-        return tuple(tuple(by_index[i][1] if by_index[i][0] == k and i not in skip else 0
-                           for i in range(len(table.extents))) for k in order)
     # the tile's own rows start at 0 in every tile: they add no coordinate
     return TmaBox("A", desc.dtype.name, tuple(extents[k] for k in order),
                   tuple(strides[k] * item for k in order[1:]), boxes,
-                  coordinates(m_table, m_parts, skip=set(range(in_tile))), coordinates(k_table, k_parts, skip=set()),
+                  _coordinates(m_table, m_parts, order, skip=set(range(in_tile))), _coordinates(k_table, k_parts, order),
                   _SWIZZLE.get(row_bytes, 0))
 
 
@@ -279,12 +283,8 @@ def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
     if position[n_parts[in_n[0][0]][0]] * item % 128 == 0:
         return None
 
-    def coordinates(table, parts):
-        by_index = {i: (key, scale) for key, i, scale in parts}
-        return tuple(tuple(by_index[i][1] if by_index[i][0] == k else 0 for i in range(len(table.extents)))
-                     for k in order)
     return TmaStoreBox("D", desc.dtype.name, tuple(extents[k] for k in order),
                        tuple(strides[k] * item for k in order[1:]), boxes,
-                       coordinates(m_table, m_parts), coordinates(n_table, n_parts),
+                       _coordinates(m_table, m_parts, order), _coordinates(n_table, n_parts, order),
                        tuple((part, position[m_parts[i][0]]) for i, part in in_m),
                        tuple((part, position[n_parts[i][0]]) for i, part in in_n))
