@@ -24,9 +24,9 @@ DEFAULT_CONFIGS = (
 
 
 def parse_config(text: str):
-    """``math:BMxBNxBK:sSTAGES[:wWMxWN|:tTMxTN][:kSPLIT][:gGROUP][:ws][:swap][:p]`` → KernelConfig (wgmma has
+    """``math:BMxBNxBK:sSTAGES[:wWMxWN|:tTMxTN][:kSPLIT][:gGROUP][:ws][:swap][:p][:lm]`` → KernelConfig (wgmma has
     no warp tile; ``t``: the SIMT path's thread tile; ``g``: row tiles a rasterisation group; ``ws``:
-    warp-specialised; ``swap``: wgmma with B's tile as the instruction's rows; ``p``: persistent CTAs)."""
+    warp-specialised; ``swap``: wgmma with B's tile as the instruction's rows; ``p``: persistent CTAs; ``lm``: SIMT lanes along M)."""
     from gett.config import KernelConfig
     math, tile, stages, *extra = text.split(":")
     bm, bn, bk = (int(x) for x in tile.split("x"))
@@ -36,6 +36,8 @@ def parse_config(text: str):
             fields[x] = True
         elif x == "p":
             fields["persistent"] = True
+        elif x == "lm":
+            fields["lanes_m"] = True
         elif x[0] == "w":
             fields["wm"], fields["wn"] = (int(v) for v in x[1:].split("x"))
         elif x[0] == "t":

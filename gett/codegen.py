@@ -118,10 +118,11 @@ def epilogue_walk(plan, cfg: KernelConfig) -> tuple:
 
 def simt_column_runs(plan, cfg: KernelConfig, m_fast: bool) -> bool:
     """Whether SIMT threads may hold their columns in runs (16-byte reads of a row-contiguous B tile).
-    Not where D's fast side is M and K is at most two tiles: there the epilogue's fragment stores, a
-    thread's columns a tile row apart, would meet 8-way bank conflicts (4·LD·tx, LD ≡ 4 mod 32) and
-    cost more than the reads save (H100 f32, K = 24: #40, #43, #44, #46, #47 12% slower)."""
-    return not (m_fast and plan.k <= 2 * cfg.bk)
+    Not where D's fast side is M and K is at most two tiles, unless a warp's lanes run along M
+    (``cfg.lanes_m``): there the epilogue's fragment stores, a warp's lanes a thread's columns (a tile
+    row) apart, would meet 8-way bank conflicts (4·LD·tx, LD ≡ 4 mod 32) and cost more than the reads
+    save (H100 f32, K = 24: #40, #43, #44, #46, #47 12% slower)."""
+    return cfg.lanes_m or not (m_fast and plan.k <= 2 * cfg.bk)
 
 
 def epilogue_vector(plan, cfg: KernelConfig, m_fast: bool, tx: int) -> int:
@@ -345,7 +346,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
                        for g in groups)
     if cfg.math == "simt":
         math = (f"gett::SimtMath<{acc}, Semiring, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.math_threads}, "
-                f"{cfg.tm}, {cfg.tn}, {'true' if simt_column_runs(plan, cfg, m_fast) else 'false'}>")
+                f"{cfg.tm}, {cfg.tn}, {'true' if simt_column_runs(plan, cfg, m_fast) else 'false'}, {'true' if cfg.lanes_m else 'false'}>")
         header = "math_simt.cuh"
     elif cfg.math == "mma16":
         math = f"gett::Mma16Math<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.wm}, {cfg.wn}>"

@@ -35,6 +35,7 @@ class KernelConfig:
     ws: bool = False     # wgmma or simt: a producer warpgroup loads, the others only compute (warp specialisation)
     swap: bool = False   # wgmma only: B's tile is the instruction's rows (64 a warpgroup), A's its width
     persistent: bool = False   # a few CTAs per SM, each over several tiles: mma16 (A a TMA box tile) or ws
+    lanes_m: bool = False   # simt only: a warp's lanes run along M, not N (epilogue stores where D is M-fast)
 
     @property
     def min_stages(self) -> int:
@@ -77,6 +78,8 @@ class KernelConfig:
             raise ValueError(f"warp specialisation (ws) needs the wgmma or simt path, not {self.math}")
         if self.swap and self.math != "wgmma":
             raise ValueError(f"swapped operands (swap) need the wgmma path, not {self.math}")
+        if self.lanes_m and self.math != "simt":
+            raise ValueError(f"lanes along M (lanes_m) need the simt path, not {self.math}")
         if self.persistent and (self.math != "mma16" and not self.ws or self.split_k > 1):
             raise ValueError(f"CTAs over several tiles (persistent) need the mma16 path or a producer warpgroup "
                              f"(ws), without split K, not {self.math}{' ws' if self.ws else ''} with split_k "
@@ -117,7 +120,9 @@ class KernelConfig:
         ws = "_ws" if self.ws else ""
         swap = "_swap" if self.swap else ""
         persistent = "_p" if self.persistent else ""
-        return f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}{swap}{persistent}"
+        lanes = "_lm" if self.lanes_m else ""
+        return (f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}{swap}"
+                f"{persistent}{lanes}")
 
 
 def math_path(plan) -> str:
@@ -557,12 +562,35 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
         square = replace(cfg, bm=128, bn=128, tm=8, tn=8, **whole_k)   # measured, see above
         a, b = _layouts(plan, square)
         if plan.beta_hint is False and a.is_async and b.is_async and not loads_have_ops(plan):
-            return replace(square, stages=4, ws=True, persistent=True)
+            return _d_box_tile(plan, replace(square, stages=4, ws=True, persistent=True))
         if plan.beta_hint is False and 192 % run == 0:   # one operand staged by the producer (no ops)
-            return square if loads_have_ops(plan) else replace(square, stages=3, ws=True, persistent=True)
+            return square if loads_have_ops(plan) else _d_box_tile(plan, replace(square, stages=3, ws=True,
+                                                                                 persistent=True))
         a, b = _layouts(plan, cfg)
         # not across a K-major operand: its 12 rows a thread are 12 strided shared-memory reads a K step
         if not a.row_contig or (b.row_contig and n > m):
             return replace(cfg, bm=64, bn=192, tm=4, tn=12, **whole_k)
         return replace(cfg, bm=192, bn=64, tm=12, tn=4, **(whole_k if 192 % run == 0 else {"bk": 8}))
+    return cfg
+
+
+def _d_box_tile(plan, cfg: KernelConfig) -> KernelConfig:
+    """A SIMT producer tile over several tiles (``cfg``: 128 x 128, 8 x 8 a thread) made to store D well:
+    a warp's lanes along D's stride-1 side (``lanes_m`` where that is M), and 96 rows or columns, 6 a
+    thread, where a side's first mode is 24 (a tile of 128 cuts it), when that makes D's tile one TMA box
+    (gett.tma.store_box), with 4 stages. H100, f32 TCCG (tile_sweep, session 28), µs, against the tiles
+    run before (128 x 128, or the database's 96 x 128 / 128 x 96 with 12 x 4 / 4 x 12 a thread and lanes
+    along N): #40 84.4 -> 67.3, #46 84.4 -> 66.3 (the same box, lanes along M), #41 95.4 -> 81.2, #47 95.4
+    -> 80.7, #31 87.6 -> 83.3, #34 86.8 -> 83.1 (96 x 128, lanes along M), #32 88.1 -> 79.8, #38 87.8 ->
+    80.0, #42 94.5 -> 84.8, #45 99.0 -> 84.5 (128 x 96), #36 79.6 -> 76.1 (96 x 128), #43 84.6 -> 77.3
+    (128 x 96, lanes along M; 71.6 with 4 x 12 a thread), #44 96.0 -> 89.1 (lanes along M alone: D has six
+    modes, no box). Lanes along M where D's stride-1 mode is in N: #36 79.6 -> 107.9."""
+    from .tiling import tile_plan
+    from .tma import store_box
+    lanes_m = plan.tables["M"].strides_of("D")[:1] == (1,)
+    cfg = replace(cfg, lanes_m=lanes_m)
+    bm, bn = (96 if plan.tables[g].extents[0] == 24 else 128 for g in "MN")
+    boxed = replace(cfg, bm=bm, bn=bn, tm=bm // 16, tn=bn // 16, stages=4)
+    if boxed != cfg and store_box(tile_plan(plan, boxed), boxed) is not None:
+        return boxed
     return cfg

@@ -277,10 +277,12 @@ def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
             or any(extents[k] > _MAX_COORDINATE for k in order)):
         return None
     position = {k: math.prod(boxes[:j]) for j, k in enumerate(order)}
-    # A warp's lanes run along N (SIMT: tx fastest): where N's first mode sits a multiple of 128 bytes
-    # into the box, their stores into the tile fall on one bank. H100, f32 (runner): #40 ``abcdef-gdab-efgc``
-    # (M's 128 rows of D's stride-1 mode first, then N at 512 bytes) 84.4 -> 133.2 us that way.
-    if position[n_parts[in_n[0][0]][0]] * item % 128 == 0:
+    # A warp's lanes run along N (SIMT: tx fastest), or along M with ``cfg.lanes_m``: where that side's
+    # first mode sits a multiple of 128 bytes into the box, their stores into the tile fall on one bank.
+    # H100, f32 (runner): #40 ``abcdef-gdab-efgc`` (M's 128 rows of D's stride-1 mode first, then N at 512
+    # bytes) 84.4 -> 133.2 us with lanes along N.
+    lanes = m_parts[in_m[0][0]] if cfg.lanes_m else n_parts[in_n[0][0]]
+    if position[lanes[0]] * item % 128 == 0:
         return None
 
     return TmaStoreBox("D", desc.dtype.name, tuple(extents[k] for k in order),

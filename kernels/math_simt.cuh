@@ -52,9 +52,10 @@ struct SimtFragment {
 };
 
 // COLUMN_RUNS: whether a thread's columns may come in runs (the planner's choice: gett/codegen.py,
-// simt_column_runs).
+// simt_column_runs). M_LANES: a warp's lanes run along M (ty fastest) instead of N, so that where D's
+// stride-1 mode is in M their epilogue stores fall on consecutive banks rather than on one.
 template <class Acc, class Semiring, class LoadA, class LoadB, int BM, int BN, int BK, int THREADS, int TM, int TN,
-          bool COLUMN_RUNS>
+          bool COLUMN_RUNS, bool M_LANES = false>
 struct SimtMath {
   static constexpr int TX = BN / TN, TY = BM / TM;
   static_assert(TX * TY == THREADS, "thread tile must cover the CTA tile");
@@ -66,8 +67,8 @@ struct SimtMath {
   int tx, ty;
 
   __device__ __forceinline__ void init(int tid) {
-    tx = tid % TX;
-    ty = tid / TX;
+    tx = M_LANES ? tid / TY : tid % TX;
+    ty = M_LANES ? tid % TY : tid / TX;
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll

@@ -1,7 +1,9 @@
 """Every kernel variant the planner can choose compiles with NVRTC for sm_80 and sm_90 with zero spills
 (no GPU needed), and the generated source makes the decisions the plan implies."""
 import itertools
+import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -479,11 +481,17 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     assert config(3) == config(4) == (384, 24, 12, 3)   # a, d = 72: 24 x 8 boxes (strict squaring)
     assert config(2) == (128, 24, 8, 3)   # K-major A, K = 312: 128 rows, 32 deep
     assert [config(i) for i in (9, 10, 11, 19)] == [(72, 128, 9, 4)] + [(72, 128, 9, 8)] * 2 + [(128, 72, 8, 9)]
-    # K = 24 with D's run of 24 or 384: 128 x 128 with a producer over several tiles, 4 stages where both
-    # operands copy asynchronously, else 3 (the producer stages a box's strided vectors through registers)
-    assert {config(i) for i in range(31, 49)} == {(128, 128, 8, 8)}
+    # K = 24 with D's run of 24 or 384: a producer over several tiles, a warp's lanes along D's stride-1
+    # side; 128 x 128 (4 stages where both operands copy asynchronously, else 3: the producer stages a
+    # box's strided vectors through registers), or 96 rows (columns), 6 a thread, where M's (N's) first
+    # mode is 24 and that makes D's tile one TMA box (4 stages); #35/#44's D has six modes: no box
     assert all(config(i, full=True).ws and config(i, full=True).persistent for i in range(31, 49))
-    assert {i for i in range(31, 49) if config(i, full=True).stages == 4} == {33, 36, 39, 40, 43, 46}
+    assert {i for i in range(31, 49) if config(i) == (96, 128, 6, 8)} == {31, 34, 36, 37, 41, 47}
+    assert {i for i in range(31, 49) if config(i) == (128, 96, 8, 6)} == {32, 38, 42, 43, 45, 48}
+    assert {i for i in range(31, 49) if config(i) == (128, 128, 8, 8)} == {33, 35, 39, 40, 44, 46}
+    assert {i for i in range(31, 49) if config(i, full=True).stages == 3} == {35, 44}
+    # lanes along M where A holds D's stride-1 mode a (M's first)
+    assert {i for i in range(31, 49) if config(i, full=True).lanes_m} == {31, 34, 37, 40, 41, 43, 44, 46, 47}
     # a plan that may read C (beta hint 1 or none) keeps the 192-wide tiles: 192 x 64 where B is K-major
     # (#31-39), 64 x 192 where A is (#40-48)
     for beta in (None, 1.0):
@@ -522,6 +530,37 @@ def test_simt_tiles_with_a_producer_compile_without_spills_and_need_three_stages
     with pytest.raises(ValueError, match="producer warpgroup applies ops.*3 stages"):
         render_kernel(fused, KernelConfig("simt", 64, 64, 16, 2, tm=4, tn=4, ws=True))
     render_kernel(fused, KernelConfig("simt", 64, 64, 16, 3, tm=4, tn=4, ws=True))
+
+
+def test_simt_lanes_along_m_are_a_simt_option_that_reaches_the_kernel():
+    """``lanes_m`` puts a warp's lanes along M (kernels/math_simt.cuh, M_LANES): the key says so, other
+    math paths refuse it, and the SIMT math is instantiated with it; with lanes along M the threads'
+    columns may come in runs even where D's fast side is M (their stores then run along M)."""
+    from gett.codegen import simt_column_runs
+    from tccg_suite.suite import select
+    cfg = KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True, persistent=True, lanes_m=True)
+    cfg.validate()
+    assert cfg.key() == "simt_128x128x24_s4_t8x8_g8_ws_p_lm"
+    with pytest.raises(ValueError, match="lanes along M"):
+        KernelConfig("mma16", 64, 64, 32, 3, wm=32, wn=32, lanes_m=True).validate()
+    c = select([40])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
+    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0)
+    for lanes in (False, True):
+        src = render_kernel(plan, replace(cfg, lanes_m=lanes), arch="sm_90")[0]
+        assert re.search(r"gett::SimtMath<.*, (true|false), %s>" % str(lanes).lower(), src)
+        assert simt_column_runs(plan, replace(cfg, lanes_m=lanes), m_fast=True) == lanes
+
+
+def test_heuristic_f32_tccg_31_48_tiles_compile_without_spills():
+    """The f32 TCCG #31-48 tiles of config._d_box_tile (96 x 128, 128 x 96 with 6 x 8 / 8 x 6 a thread,
+    lanes along M or N, a producer over several tiles) compile for sm_90 without spills under NVRTC."""
+    from tccg_suite.suite import select
+    for c in select(range(31, 49)):
+        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
+        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0)
+        k = plan.kernel("sm_90")
+        assert k.report.spill_stores == 0 and k.report.spill_loads == 0, (c.id, k.config.key(), k.report)
 
 
 def test_epilogue_moves_vectors_where_c_and_d_are_contiguous():

@@ -445,12 +445,14 @@ SIMT_PRODUCER_CASES = [
     ({"bm": 128, "bn": 128, "bk": 8, "stages": 3, "tm": 8, "tn": 8, "persistent": True}, False),    # 3 K tiles a tile, the last partial
     ({"bm": 128, "bn": 64, "bk": 8, "stages": 3, "tm": 8, "tn": 4, "persistent": True}, True),      # max-plus: K's padding masked
     ({"bm": 64, "bn": 64, "bk": 16, "stages": 3, "tm": 4, "tn": 4, "split_k": 3}, False),           # split K, one tile a CTA
+    ({"bm": 96, "bn": 128, "bk": 8, "stages": 4, "tm": 6, "tn": 8, "persistent": True, "lanes_m": True}, True),  # lanes along M
 ]
 
 
 @pytest.mark.parametrize("shape,max_plus", SIMT_PRODUCER_CASES,
                          ids=[f"{c['bm']}x{c['bn']}x{c['bk']}-s{c['stages']}{'-p' if c.get('persistent') else ''}"
-                              f"{'-k' + str(c['split_k']) if c.get('split_k') else ''}{'-maxplus' if m else ''}"
+                              f"{'-k' + str(c['split_k']) if c.get('split_k') else ''}{'-lm' if c.get('lanes_m') else ''}"
+                              f"{'-maxplus' if m else ''}"
                               for c, m in SIMT_PRODUCER_CASES])
 def test_simt_kernels_with_a_producer_warpgroup(shape, max_plus):
     """SIMT math fed by a producer warpgroup (kernels/gett.cuh consume: each warp releases a stage once
@@ -493,23 +495,27 @@ def tccg_f32_arrays(subscripts, extents, rng):
     return tensor(ma), tensor(mb), tensor(md), tensor(md, np.nan), (ma, mb, md)
 
 
-@pytest.mark.parametrize("subscripts,tile", [
-    ("degc,gfab->abcdef", (128, 128, 8, 8)),   # TCCG #33: D's stride-1 modes a, b in N
-    ("dega,gfbc->abcdef", (96, 128, 12, 4)),   # #31: a in M, boxes of 24 x 4
-    ("gdbc,efga->abcdef", (128, 96, 4, 12)),   # #42: a in N, boxes of 24 x 4
+@pytest.mark.parametrize("subscripts,tile,stages,lanes_m", [
+    ("degc,gfab->abcdef", (128, 128, 8, 8), 3, False),   # TCCG #33: D's stride-1 modes a, b in N
+    ("dega,gfbc->abcdef", (96, 128, 12, 4), 3, False),   # #31: a in M, boxes of 24 x 4
+    ("gdbc,efga->abcdef", (128, 96, 4, 12), 3, False),   # #42: a in N, boxes of 24 x 4
+    ("gdab,efgc->abcdef", (128, 128, 8, 8), 4, True),    # #40: a, b in M, a warp's lanes along M
+    ("gdac,efgb->abcdef", (96, 128, 6, 8), 4, True),     # #41: a in M, lanes along M, B staged
+    ("geab,dfgc->abcdef", (128, 96, 8, 6), 4, True),     # #43: a, b in M, N's d in boxes of 24 x 4
+    ("degb,gfac->abcdef", (128, 96, 8, 6), 4, False),    # #32: a in N, A staged
 ])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
-def test_a_simt_producer_stores_d_through_the_tma(subscripts, tile, beta):
+def test_a_simt_producer_stores_d_through_the_tma(subscripts, tile, stages, lanes_m, beta):
     """D's tile as one TMA box (gett.tma.store_box, kernels/gett.cuh epilogue_tma): f32, K = 24, TCCG
-    #31-48's patterns at smaller extents, over several tiles a CTA. The plan is made for beta = 0 and run
-    with beta = 0 (the TMA store) and 0.5 (the epilogue's walk reading C), into a NaN-poisoned D, against
-    numpy in float64."""
+    #31-48's patterns at smaller extents, over several tiles a CTA, a warp's lanes along N or M. The plan
+    is made for beta = 0 and run with beta = 0 (the TMA store) and 0.5 (the epilogue's walk reading C),
+    into a NaN-poisoned D, against numpy in float64."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("measured and tested on sm_90")
     from gett.config import KernelConfig
     A, B, C, D, (ma, mb, md) = tccg_f32_arrays(subscripts, (24, 16, 16, 24, 16, 8, 24), np.random.default_rng(28))
     bm, bn, tm, tn = tile
-    config = KernelConfig("simt", bm, bn, 24, 3, tm=tm, tn=tn, ws=True, persistent=True)
+    config = KernelConfig("simt", bm, bn, 24, stages, tm=tm, tn=tn, ws=True, persistent=True, lanes_m=lanes_m)
     plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=0.0, config=config)
     assert [v.tensor for v in plan.kernel().tma] == ["D"]
     gett.contract(plan, 1.5, A, B, beta, C, D)
@@ -518,8 +524,12 @@ def test_a_simt_producer_stores_d_through_the_tma(subscripts, tile, beta):
     np.testing.assert_allclose(cp.asnumpy(D), expect, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("subscripts", ["degb,gfac->abcdef", "gdac,efgb->abcdef"])   # TCCG #32 (A staged), #41 (B)
-def test_a_simt_producer_stages_a_box_operand_through_its_registers(subscripts):
+@pytest.mark.parametrize("subscripts,lanes_m", [
+    ("degb,gfac->abcdef", False),   # TCCG #32 (A staged)
+    ("gdac,efgb->abcdef", False),   # #41 (B staged)
+    ("geac,dfgb->abcdef", True),    # #44 (B staged), a warp's lanes along M (D's stride-1 mode a)
+])
+def test_a_simt_producer_stages_a_box_operand_through_its_registers(subscripts, lanes_m):
     """f32 with K = 24 and D's stride-1 mode of 24 (TCCG #31-48 at smaller extents): box tiling leaves one
     operand in strided vectors, which the producer warpgroup loads into registers and stores into the
     stage before arriving (with its copies of the other operand); over several tiles a CTA, beta != 0,
@@ -529,7 +539,7 @@ def test_a_simt_producer_stages_a_box_operand_through_its_registers(subscripts):
     from gett.config import KernelConfig, _layouts, output_tiles
     from gett.launch import launcher
     A, B, C, D, (ma, mb, md) = tccg_f32_arrays(subscripts, (24, 16, 16, 24, 8, 8, 24), np.random.default_rng(27))
-    config = KernelConfig("simt", 128, 128, 24, 3, tm=8, tn=8, ws=True, persistent=True)
+    config = KernelConfig("simt", 128, 128, 24, 3, tm=8, tn=8, ws=True, persistent=True, lanes_m=lanes_m)
     plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=0.5, config=config)
     layouts = _layouts(plan, config)
     assert plan.kernel().config == config and [x.is_async for x in layouts].count(False) == 1
@@ -650,7 +660,8 @@ def test_epilogue_box_walk(out, c_layout):
 
 
 # The f32 SIMT tiles of config._memory_bound_simt_tile, on smaller TCCG patterns with partial tiles:
-# (subscripts, extents of a..g, tile bm x bn x bk, stages, thread tile, split-K, crossing epilogue walk)
+# (subscripts, extents of a..g, tile bm x bn x bk, stages, thread tile [, True: a warp's lanes along M],
+# split-K, crossing epilogue walk)
 SIMT_TILES = [
     ("ea,ebcd->abcd", (70, 9, 5, 7, 37), (72, 128, 8), 3, (9, 8), 1, False),   # #9: M = 70 in one 72-row tile
     ("ea,ebcd->abcd", (70, 9, 5, 7, 37), (72, 128, 40), 2, (9, 4), 1, False),   # #9 as tiled: all of K (37) in a stage
@@ -659,6 +670,8 @@ SIMT_TILES = [
     ("gdbc,efga->abcdef", (24, 16, 4, 5, 3, 5, 24), (64, 192, 24), 2, (4, 12), 1, True),   # #42: the transpose
     ("degc,gfab->abcdef", (24, 16, 4, 5, 3, 5, 24), (192, 64, 8), 3, (12, 4), 1, False),   # #33: 8 deep
     ("abd,dc->abc", (24, 7, 40, 20), (128, 64, 8), 3, (8, 4), 1, False),   # A and D M-major: runs of rows
+    ("abd,dc->abc", (24, 7, 40, 20), (128, 64, 8), 3, (8, 4, True), 1, False),   # ... a warp's lanes along M
+    ("degb,gfac->abcdef", (24, 16, 4, 5, 3, 5, 24), (128, 64, 8), 3, (8, 4, True), 1, False),   # #32, lanes along M
     ("efbad,cf->abcde", (40, 5, 21, 7, 36, 32), (384, 24, 8), 4, (12, 3), 1, False),  # #6: 16 x 16 M boxes
     ("dbea,ec->abcd", (72, 3, 21, 72, 40), (576, 24, 8), 4, (12, 3), 1, False),  # #3: 24 x 24 M boxes
     ("bda,dc->abc", (36, 40, 21, 300), (384, 24, 8), 4, (12, 3), 1, False),  # #1: 12 x 8 boxes, long K
@@ -666,7 +679,7 @@ SIMT_TILES = [
 
 
 @pytest.mark.parametrize("subscripts,extents,tile,stages,thread,split,crossing", SIMT_TILES,
-                         ids=[t[0] for t in SIMT_TILES])
+                         ids=[t[0] + ("-lm" if t[4][2:] else "") for t in SIMT_TILES])
 def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, split, crossing):
     """f32 data, exact f32: the SIMT tiles the heuristic picks for the memory-bound TCCG shapes (thread
     tiles of 8 to 12 rows, 3 to 12 columns; 192-wide tiles holding runs of 24; all of K in one stage; rows
@@ -684,7 +697,7 @@ def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, spli
     A, B, C = tensor(ma), tensor(mb), tensor(mc)
     D = cp.full(C.shape[::-1], np.nan, dtype=C.dtype).transpose()
     from gett.config import KernelConfig
-    cfg = KernelConfig("simt", *tile, stages, tm=thread[0], tn=thread[1], split_k=split)
+    cfg = KernelConfig("simt", *tile, stages, tm=thread[0], tn=thread[1], split_k=split, lanes_m=thread[2:] == (True,))
     plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg)
     assert plan.kernel().config == cfg
     assert (epilogue_args(plan.kernel().source)["cross"] > 1) == crossing   # D's runs of 24 go on across N

@@ -1,6 +1,8 @@
 """TMA loads without a GPU: which operands the TMA can load and as what 2-D view (gett.tma), the kernels
 that take tensor maps (rendered and compiled by NVRTC for sm_90a), the launcher's map cache, and the
 heuristic's wide tile for the GEMM-like plans that use them."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -432,9 +434,19 @@ def test_tccg_31_stores_a_box_of_ds_whole_stride_one_mode():
     assert view.m_positions == ((24, 1), (4, 24 * 128)) and view.n_positions == ((128, 24),)
 
 
+def test_lanes_along_m_store_tccg_40s_tile_as_one_box():
+    """#40 ``abcdef-gdab-efgc``: M's first mode a·b (D's stride-1) and N's e·f 128 elements (512 bytes) into
+    the box; lanes along N would store onto one bank (refused, below), lanes along M onto consecutive ones."""
+    cfg = replace(SIMT_P, lanes_m=True)
+    view = store_box(tccg_f32("abcdef-gdab-efgc", cfg), cfg)
+    assert view.box == (128, 1, 1, 128) and view.m_positions == ((128, 1),) and view.n_positions == ((128, 128),)
+
+
 @pytest.mark.parametrize("notation,cfg,why", [
     ("abcdef-degb-gfac", SIMT_P, "N's first mode a (24) does not divide into 128 columns"),
     ("abcdef-gdab-efgc", SIMT_P, "N 512 bytes into the box: a warp's stores into the tile on one bank"),
+    ("abcdef-degc-gfab", replace(SIMT_P, lanes_m=True), "lanes along M, M 512 bytes into the box: one bank"),
+    ("abcdef-geac-dfgb", replace(SIMT_P96, lanes_m=True), "D's six modes: more dimensions than a map has"),
     ("abcdef-degc-gfab", KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True), "one tile a CTA"),
     ("abcdef-degc-gfab", KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32), "not the SIMT producer"),
 ])
