@@ -516,7 +516,9 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
       Where B is K-major (8-deep tiles read 32-byte runs of it, waiting on each) and K ≤ 96, all of K in
       one stage with 4 columns a thread (256 threads, 128 registers): #9 ``abcd-ea-ebcd`` 144.4 -> 134.9
       us (session 22; 8 columns a thread 150.1; #10/#11, B N-major, slower that way: 124.8 -> 128.9,
-      121.1 -> 128.6).
+      121.1 -> 128.6). Where C is not read (beta hint 0) and D's stride-1 mode leads M, instead a producer
+      over several tiles, 24 deep, 3 stages, a warp's lanes along M (session 28): #9 135.3 -> 124.4 us
+      (143.7 with lanes along N; 4 stages 130.5, all of K in 2 stages 127.6; #10/#11 even or slower).
     - K ≤ 32 with D's stride-1 extent like 24 or 384 (not a power of two; dividing 192 or divided by
       it), for a plan that never reads C (beta hint 0: with C read, runner --beta 1, these tiles took
       1.4-1.6x the 192-wide ones' time, #31 203.4 -> 334.5 us, #33 177.9 -> 281.7, #42 229.5 -> 353.2),
@@ -550,6 +552,9 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
         bm = round_up(m, 8)
         tile = replace(cfg, bm=bm, bn=128, bk=8, tm=bm // 8, tn=8)
         if plan.k <= 96 and not _layouts(plan, tile)[1].row_contig:   # K-major B: all of K in one stage
+            if (plan.beta_hint is False and not loads_have_ops(plan)
+                    and plan.tables["M"].strides_of("D")[:1] == (1,)):
+                return replace(tile, bk=24, stages=3, tn=4, ws=True, persistent=True, lanes_m=True)
             return replace(tile, bk=round_up(plan.k, 8), stages=2, tn=4)
         return tile
     if 64 < n <= 96 and m >= 4096:

@@ -476,6 +476,10 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
     nine = default_config(gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C")))
     assert (nine.bk, nine.stages, nine.threads) == (72, 2, 256)
+    # ... unless C is never read (beta hint 0): a producer over several tiles, 24 deep, lanes along M (D's a)
+    assert config(9, full=True) == KernelConfig("simt", 72, 128, 24, 3, tm=9, tn=4, ws=True, persistent=True,
+                                                lanes_m=True)
+    assert not config(10, full=True).ws and not config(11, full=True).ws
     for i in (1, 5, 6, 7, 8):
         assert config(i) == (384, 24, 12, 3)
     assert config(3) == config(4) == (384, 24, 12, 3)   # a, d = 72: 24 x 8 boxes (strict squaring)
@@ -722,4 +726,4 @@ def test_simt_column_runs_only_where_the_epilogue_stores_stay_cheap(k, m_fast, r
     cfg = default_config(plan, "sm_90")
     assert cfg.math == "simt"
     source = render_kernel(plan, cfg)[0]
-    assert f"{cfg.tm}, {cfg.tn}, {runs}>;" in source
+    assert f"{cfg.tm}, {cfg.tn}, {runs}, false>;" in source   # lanes along N (no lanes_m)

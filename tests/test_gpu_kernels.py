@@ -503,6 +503,7 @@ def tccg_f32_arrays(subscripts, extents, rng):
     ("gdac,efgb->abcdef", (96, 128, 6, 8), 4, True),     # #41: a in M, lanes along M, B staged
     ("geab,dfgc->abcdef", (128, 96, 8, 6), 4, True),     # #43: a, b in M, N's d in boxes of 24 x 4
     ("degb,gfac->abcdef", (128, 96, 8, 6), 4, False),    # #32: a in N, A staged
+    ("ea,ebcd->abcd", (72, 128, 9, 4), 3, True),         # #9: M = 72 (a) in one tile, K = 40 (two K tiles)
 ])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_a_simt_producer_stores_d_through_the_tma(subscripts, tile, stages, lanes_m, beta):
@@ -513,7 +514,8 @@ def test_a_simt_producer_stores_d_through_the_tma(subscripts, tile, stages, lane
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("measured and tested on sm_90")
     from gett.config import KernelConfig
-    A, B, C, D, (ma, mb, md) = tccg_f32_arrays(subscripts, (24, 16, 16, 24, 16, 8, 24), np.random.default_rng(28))
+    extents = (72, 16, 8, 8, 40) if subscripts == "ea,ebcd->abcd" else (24, 16, 16, 24, 16, 8, 24)
+    A, B, C, D, (ma, mb, md) = tccg_f32_arrays(subscripts, extents, np.random.default_rng(28))
     bm, bn, tm, tn = tile
     config = KernelConfig("simt", bm, bn, 24, stages, tm=tm, tn=tn, ws=True, persistent=True, lanes_m=lanes_m)
     plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=0.0, config=config)
