@@ -272,11 +272,14 @@ def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
     box = {key: part for (key, _, _), part in tile}
     boxes = tuple(box.get(k, 1) for k in order)
     item = desc.dtype.itemsize
-    if (strides[order[0]] != 1 or order[0] not in box or len(order) > _MAX_RANK or boxes[0] * item % 16
-            or max(boxes) > _MAX_BOX or any(strides[k] <= 0 or strides[k] * item % 16 for k in order[1:])
-            or any(extents[k] > _MAX_COORDINATE for k in order)):
-        return None
     position = {k: math.prod(boxes[:j]) for j, k in enumerate(order)}
+    dims = _merged_outside(order, strides, extents, box) if len(order) > _MAX_RANK else [[(k, 1)] for k in order]
+    heads = [dim[0][0] for dim in dims]
+    dim_extents = [math.prod(extents[k] for k, _ in dim) for dim in dims]
+    if (strides[order[0]] != 1 or order[0] not in box or len(dims) > _MAX_RANK or boxes[0] * item % 16
+            or max(boxes) > _MAX_BOX or any(strides[k] <= 0 or strides[k] * item % 16 for k in heads[1:])
+            or max(dim_extents) > _MAX_COORDINATE):
+        return None
     # A warp's lanes run along N (SIMT: tx fastest), or along M with ``cfg.lanes_m``: where that side's
     # first mode sits a multiple of 128 bytes into the box, their stores into the tile fall on one bank.
     # H100, f32 (runner): #40 ``abcdef-gdab-efgc`` (M's 128 rows of D's stride-1 mode first, then N at 512
@@ -285,8 +288,28 @@ def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
     if position[lanes[0]] * item % 128 == 0:
         return None
 
-    return TmaStoreBox("D", desc.dtype.name, tuple(extents[k] for k in order),
-                       tuple(strides[k] * item for k in order[1:]), boxes,
-                       _coordinates(m_table, m_parts, order), _coordinates(n_table, n_parts, order),
+    def coordinates(table, parts):   # per dimension, its members' coordinates at their scales
+        per_key = dict(zip(order, _coordinates(table, parts, order)))
+        return tuple(tuple(sum(scale * per_key[k][i] for k, scale in dim) for i in range(len(table.extents)))
+                     for dim in dims)
+    return TmaStoreBox("D", desc.dtype.name, tuple(dim_extents),
+                       tuple(strides[k] * item for k in heads[1:]), tuple(box.get(k, 1) for k in heads),
+                       coordinates(m_table, m_parts), coordinates(n_table, n_parts),
                        tuple((part, position[m_parts[i][0]]) for i, part in in_m),
                        tuple((part, position[n_parts[i][0]]) for i, part in in_n))
+
+
+def _merged_outside(order, strides, extents, box) -> list:
+    """D's dimensions (``order``: mode keys by stride) as lists of (key, scale): neighbours outside the
+    tile (box 1 both) where the outer continues the inner (stride = inner stride · inner extent) become
+    one dimension whose coordinate is the inner's plus the outer's times the inner extent — how a D of six
+    modes fits a tensor map's five (f32 TCCG #35, #44)."""
+    dims = []
+    for k in order:
+        last = dims[-1][-1][0] if dims else None
+        if (last is not None and k not in box and all(x not in box for x, _ in dims[-1])
+                and strides[k] == strides[last] * extents[last]):
+            dims[-1].append((k, dims[-1][-1][1] * extents[last]))
+        else:
+            dims.append([(k, 1)])
+    return dims

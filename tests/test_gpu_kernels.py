@@ -504,6 +504,7 @@ def tccg_f32_arrays(subscripts, extents, rng):
     ("geab,dfgc->abcdef", (128, 96, 8, 6), 4, True),     # #43: a, b in M, N's d in boxes of 24 x 4
     ("degb,gfac->abcdef", (128, 96, 8, 6), 4, False),    # #32: a in N, A staged
     ("ea,ebcd->abcd", (72, 128, 9, 4), 3, True),         # #9: M = 72 (a) in one tile, K = 40 (two K tiles)
+    ("geac,dfgb->abcdef", (96, 128, 6, 8), 4, True),     # #44: D's six modes, e and f one dimension of the map
 ])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_a_simt_producer_stores_d_through_the_tma(subscripts, tile, stages, lanes_m, beta):

@@ -442,11 +442,22 @@ def test_lanes_along_m_store_tccg_40s_tile_as_one_box():
     assert view.box == (128, 1, 1, 128) and view.m_positions == ((128, 1),) and view.n_positions == ((128, 128),)
 
 
+def test_a_six_mode_d_stores_its_tile_as_one_box_of_five_dimensions():
+    """#44 ``abcdef-geac-dfgb`` in 96 x 128 (lanes along M): D's six modes are more than a tensor map's five,
+    but e (M, stride 147456) and f (N, 16 times that) lie outside the tile and f continues e, so they are
+    one dimension of 256 whose coordinate is e's plus 16 times f's."""
+    cfg = KernelConfig("simt", 96, 128, 24, 4, tm=6, tn=8, ws=True, persistent=True, lanes_m=True)
+    view = store_box(tccg_f32("abcdef-geac-dfgb", cfg), cfg)
+    assert view.extents == (24, 16, 16, 24, 256) and view.box == (24, 16, 4, 8, 1)
+    assert view.byte_strides == (4 * 24, 4 * 384, 4 * 6144, 4 * 147456)
+    assert view.m_coordinates[4] == (0, 0, 1) and view.n_coordinates[4] == (0, 0, 16)   # M: a c e, N: b d f
+
+
 @pytest.mark.parametrize("notation,cfg,why", [
     ("abcdef-degb-gfac", SIMT_P, "N's first mode a (24) does not divide into 128 columns"),
     ("abcdef-gdab-efgc", SIMT_P, "N 512 bytes into the box: a warp's stores into the tile on one bank"),
     ("abcdef-degc-gfab", replace(SIMT_P, lanes_m=True), "lanes along M, M 512 bytes into the box: one bank"),
-    ("abcdef-geac-dfgb", replace(SIMT_P96, lanes_m=True), "D's six modes: more dimensions than a map has"),
+    ("abcdef-geac-dfgb", replace(SIMT_P, lanes_m=True), "N's first mode d (24) does not divide into 128 columns"),
     ("abcdef-degc-gfab", KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True), "one tile a CTA"),
     ("abcdef-degc-gfab", KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32), "not the SIMT producer"),
 ])
