@@ -581,21 +581,28 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
 
 def _d_box_tile(plan, cfg: KernelConfig) -> KernelConfig:
     """A SIMT producer tile over several tiles (``cfg``: 128 x 128, 8 x 8 a thread) made to store D well:
-    a warp's lanes along D's stride-1 side (``lanes_m`` where that is M), and 96 rows or columns, 6 a
-    thread, where a side's first mode is 24 (a tile of 128 cuts it), when that makes D's tile one TMA box
-    (gett.tma.store_box), with 4 stages. H100, f32 TCCG (tile_sweep, session 28), µs, against the tiles
-    run before (128 x 128, or the database's 96 x 128 / 128 x 96 with 12 x 4 / 4 x 12 a thread and lanes
-    along N): #40 84.4 -> 67.3, #46 84.4 -> 66.3 (the same box, lanes along M), #41 95.4 -> 81.2, #47 95.4
-    -> 80.7, #31 87.6 -> 83.3, #34 86.8 -> 83.1 (96 x 128, lanes along M), #32 88.1 -> 79.8, #38 87.8 ->
-    80.0, #42 94.5 -> 84.8, #45 99.0 -> 84.5 (128 x 96), #36 79.6 -> 76.1 (96 x 128), #43 84.6 -> 77.3
-    (128 x 96, lanes along M; 71.6 with 4 x 12 a thread), #44 96.0 -> 89.1 (lanes along M alone: D has six
-    modes, no box). Lanes along M where D's stride-1 mode is in N: #36 79.6 -> 107.9."""
+    a warp's lanes along D's stride-1 side (``lanes_m`` where that is M), and 96 rows or columns where a
+    side's first mode is 24 (a tile of 128 cuts it), when that makes D's tile one TMA box
+    (gett.tma.store_box), with 4 stages. Threads: 16 along each side (6 a thread along 96, 8 along 128),
+    except 32 along D's stride-1 side where that is 128 and the other 96 (4 x 12 a thread).
+    H100, f32 TCCG (tile_sweep, session 28), µs, against the tiles run before (128 x 128, or the database's
+    96 x 128 / 128 x 96 with 12 x 4 / 4 x 12 a thread and lanes along N):
+    - the same 128 x 128 box, lanes along M: #40 84.4 -> 67.3, #46 84.4 -> 66.3;
+    - 96 x 128 t6x8, lanes along M: #41 95.4 -> 81.2, #47 95.4 -> 80.7, #31 87.6 -> 83.3, #34 86.8 -> 83.1
+      (t12x4: #41 99.0, 44 B of spills under NVRTC 13.0), #44 96.0 -> 83.5 (D's six modes in five);
+    - 128 x 96 t8x6: #32 88.1 -> 79.8, #38 87.8 -> 80.0, #42 94.5 -> 84.8, #45 99.0 -> 84.5, #35 89.2 -> 83.3;
+    - fast side 128, the other 96: #36 79.6 -> 71.9 (96 x 128 t12x4; t6x8 76.0), #43 84.6 -> 71.3 (128 x 96
+      t4x12, lanes along M; t8x6 77.0).
+    Lanes along M where D's stride-1 mode is in N: #36 79.6 -> 107.9."""
     from .tiling import tile_plan
     from .tma import store_box
     lanes_m = plan.tables["M"].strides_of("D")[:1] == (1,)
     cfg = replace(cfg, lanes_m=lanes_m)
     bm, bn = (96 if plan.tables[g].extents[0] == 24 else 128 for g in "MN")
-    boxed = replace(cfg, bm=bm, bn=bn, tm=bm // 16, tn=bn // 16, stages=4)
+    fast, slow = (bm, bn) if lanes_m else (bn, bm)
+    along_fast, along_slow = (4, 12) if (fast, slow) == (128, 96) else (fast // 16, slow // 16)
+    tm, tn = (along_fast, along_slow) if lanes_m else (along_slow, along_fast)
+    boxed = replace(cfg, bm=bm, bn=bn, tm=tm, tn=tn, stages=4)
     if boxed != cfg and store_box(tile_plan(plan, boxed), boxed) is not None:
         return boxed
     return cfg

@@ -487,11 +487,13 @@ def test_heuristic_simt_tiles_for_memory_bound_f32_tccg_shapes():
     assert [config(i) for i in (9, 10, 11, 19)] == [(72, 128, 9, 4)] + [(72, 128, 9, 8)] * 2 + [(128, 72, 8, 9)]
     # K = 24 with D's run of 24 or 384: a producer over several tiles, a warp's lanes along D's stride-1
     # side; 128 x 128 (4 stages where both operands copy asynchronously, else 3: the producer stages a
-    # box's strided vectors through registers), or 96 rows (columns), 6 a thread, where M's (N's) first
-    # mode is 24 and that makes D's tile one TMA box (4 stages)
+    # box's strided vectors through registers), or 96 rows (columns) where M's (N's) first mode is 24 and
+    # that makes D's tile one TMA box (4 stages): 16 threads each way, or 32 along D's stride-1 side where
+    # that side is 128 and the other 96 (#36, #43)
     assert all(config(i, full=True).ws and config(i, full=True).persistent for i in range(31, 49))
-    assert {i for i in range(31, 49) if config(i) == (96, 128, 6, 8)} == {31, 34, 36, 37, 41, 44, 47}
-    assert {i for i in range(31, 49) if config(i) == (128, 96, 8, 6)} == {32, 35, 38, 42, 43, 45, 48}
+    assert {i for i in range(31, 49) if config(i) == (96, 128, 6, 8)} == {31, 34, 37, 41, 44, 47}
+    assert {i for i in range(31, 49) if config(i) == (128, 96, 8, 6)} == {32, 35, 38, 42, 45, 48}
+    assert config(36) == (96, 128, 12, 4) and config(43) == (128, 96, 4, 12)
     assert {i for i in range(31, 49) if config(i) == (128, 128, 8, 8)} == {33, 39, 40, 46}
     assert {i for i in range(31, 49) if config(i, full=True).stages == 3} == set()
     # lanes along M where A holds D's stride-1 mode a (M's first)
