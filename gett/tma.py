@@ -245,28 +245,19 @@ def _tile_modes(table, tile: int) -> list | None:
 
 
 def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
-    """D's tile under ``cfg`` as one TMA box of D, or None where it is not one. Two kernels store through
-    the TMA, both over several tiles, one batch, no split K: a SIMT kernel whose producer warpgroup loads
-    (its fragments go into the box), and an mma.sync box-tile kernel (``persistent`` without ``ws``, for a
-    plan that never reads C: beta hint 0), whose epilogue walk moves the tile into the box along D's
-    stride-1 mode. D 16-bit or f32, 16-byte aligned; the tile's rows M's first modes and its columns N's,
-    D's stride-1 mode among them in rows of whole 16-byte chunks (the tile may span part of a mode whose
-    extent it divides: 128 rows of a mode of 384; with the walk, a tile wider than all of N: 32 columns
-    of 24); SIMT: the first mode of the side a warp's lanes run along not a multiple of 128 bytes into the
-    box; at most five dimensions (modes outside the tile merged where one continues the other), every
-    other stride a positive multiple of 16 bytes."""
+    """D's tile under ``cfg`` as one TMA box of D, or None where it is not one: a SIMT kernel whose
+    producer warpgroup runs several tiles (the only one that stores through the TMA), one batch, no split
+    K; D 16-bit or f32, 16-byte aligned; the tile's rows M's first modes and its columns N's, D's
+    stride-1 mode among them in rows of whole 16-byte chunks (the tile may span part of a mode whose
+    extent it divides: 128 rows of a mode of 384), N's first not a multiple of 128 bytes into the box;
+    at most five modes, every other stride a positive multiple of 16 bytes."""
     desc = plan.descriptors["D"]
-    walk = cfg.math == "mma16" and not cfg.ws and plan.beta_hint is False
-    if ((cfg.math != "simt" or not cfg.ws) and not walk or not cfg.persistent or cfg.split_k != 1
-            or plan.batch != 1 or desc.dtype.name not in TMA_DATA_TYPES or desc.alignment < 16):
+    if (cfg.math != "simt" or not cfg.ws or not cfg.persistent or cfg.split_k != 1 or plan.batch != 1
+            or desc.dtype.name not in TMA_DATA_TYPES or desc.alignment < 16):
         return None
     m_table, n_table = plan.tables["M"], plan.tables["N"]
     m_parts, n_parts = _dimensions(m_table, "D"), _dimensions(n_table, "D")
-
-    def spans(table, tile):   # the walk writes only what lies in D: a tile may be wider than the table
-        whole = walk and 0 < table.size <= tile
-        return list(enumerate(table.extents)) if whole else _tile_modes(table, tile)
-    in_m, in_n = spans(m_table, cfg.bm), spans(n_table, cfg.bn)
+    in_m, in_n = _tile_modes(m_table, cfg.bm), _tile_modes(n_table, cfg.bn)
     if (in_m is None or in_n is None or len(m_parts) != len(m_table.extents)
             or len(n_parts) != len(n_table.extents)):
         return None
@@ -294,9 +285,7 @@ def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
     # H100, f32 (runner): #40 ``abcdef-gdab-efgc`` (M's 128 rows of D's stride-1 mode first, then N at 512
     # bytes) 84.4 -> 133.2 us with lanes along N.
     lanes = m_parts[in_m[0][0]] if cfg.lanes_m else n_parts[in_n[0][0]]
-    if not walk and position[lanes[0]] * item % 128 == 0:
-        return None
-    if walk and boxes[0] % _walk_vector(plan, cfg):   # the walk's vectors run along D's stride-1 mode
+    if position[lanes[0]] * item % 128 == 0:
         return None
 
     def coordinates(table, parts):   # per dimension, its members' coordinates at their scales
@@ -308,13 +297,6 @@ def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
                        coordinates(m_table, m_parts), coordinates(n_table, n_parts),
                        tuple((part, position[m_parts[i][0]]) for i, part in in_m),
                        tuple((part, position[n_parts[i][0]]) for i, part in in_n))
-
-
-def _walk_vector(plan, cfg: KernelConfig) -> int:
-    """Elements a vector of the epilogue's walk moves (gett.codegen.epilogue_vector)."""
-    from .codegen import epilogue_vector, epilogue_walk  # gett.codegen imports this module
-    m_fast, tx, _ = epilogue_walk(plan, cfg)
-    return epilogue_vector(plan, cfg, m_fast, tx)
 
 
 def _merged_outside(order, strides, extents, box) -> list:

@@ -74,12 +74,7 @@ struct Gett {
   // next tiles' loads.
   static constexpr int EPI_ALIGN = StoreD::kTma ? 128 : 16;   // the TMA stores from 128-byte aligned tiles
   static constexpr int EPI_OFFSET = PERSIST ? (PIPE_BYTES + EPI_ALIGN - 1) / EPI_ALIGN * EPI_ALIGN : 0;
-  // Without a producer (mma.sync), D's box is a tile of its own after the epilogue's, which the walk
-  // fills along D's stride-1 mode (epilogue_box); a SIMT producer kernel's fragments fill the epilogue tile.
-  static constexpr bool kWalkBox = StoreD::kTma && !WS;
-  static constexpr int BOX_OFFSET = (EPI_OFFSET + EPI_BYTES + 127) / 128 * 128;
-  static constexpr int TILE_BYTES = kWalkBox ? BOX_OFFSET + StoreD::ELEMS * int(sizeof(TE))
-                                  : PERSIST ? EPI_OFFSET + EPI_BYTES : PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
+  static constexpr int TILE_BYTES = PERSIST ? EPI_OFFSET + EPI_BYTES : PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
   // Warp-specialised kernels keep two mbarriers per stage after the tiles, kernels whose A tile is a
   // TMA box one (the stage's bytes landed).
   static constexpr int BARRIER_OFFSET = (TILE_BYTES + 7) / 8 * 8;
@@ -104,8 +99,8 @@ struct Gett {
                                    SPLIT == 1 && P::L == 1 && P::N <= BN),
                 "a CTA over several tiles: A a TMA box tile, B copied asynchronously, one column of tiles, one batch");
   static_assert(!PERSIST || !WS || SPLIT == 1, "a producer over several tiles: no split K");
-  static_assert(!StoreD::kTma || (PERSIST && SPLIT == 1 && P::L == 1 && (WS || !Math::kAsyncMath)),
-                "D stored through the TMA by a kernel over several tiles (a SIMT producer, or mma.sync), one batch");
+  static_assert(!StoreD::kTma || (PERSIST && WS && SPLIT == 1 && P::L == 1),
+                "D stored through the TMA by a producer kernel over several tiles, one batch");
 
   // Tiles: batches outermost; inside a batch GROUP_M row tiles sweep the columns together, so
   // neighbouring CTAs share A and B tiles in L2.
@@ -134,7 +129,7 @@ struct Gett {
       run_tiles_ws(A, B, C, D, alpha, beta, tid, map_a, map_b, map_d);
       return;
     } else if constexpr (PERSIST) {
-      run_tiles(B, C, D, alpha, beta, tid, map_a, map_d);
+      run_tiles(B, C, D, alpha, beta, tid, map_a);
       return;
     }
 
@@ -312,7 +307,7 @@ struct Gett {
   __device__ __forceinline__ static void run_tiles(const typename P::TB* __restrict__ B,
                                                    const typename P::TC* __restrict__ C,
                                                    typename P::TD* __restrict__ D, Acc alpha, Acc beta, int tid,
-                                                   const TensorMap* map_a, const TensorMap* map_d) {
+                                                   const TensorMap* map_a) {
     constexpr int k_tiles = K_TILES;
     constexpr long long tiles = TILES;   // one column of tiles, one batch: the row tiles
     const long long first = blockIdx.x, step = gridDim.x;
@@ -343,17 +338,7 @@ struct Gett {
       if (kt == 0) math.init(tid);
       const long long k_left = P::K - (long long)kt * BK;
       math.compute(stage_a(t % STAGES), stage_b(t % STAGES), k_left < BK ? int(k_left) : BK);
-      if (kt != k_tiles - 1) continue;
-      if constexpr (kWalkBox) {
-        if (beta == zero<Acc>()) {
-          epilogue_box(math, first_row(t), alpha, tid, map_d);
-          continue;
-        }
-      }
-      epilogue(math, C, D, first_row(t), 0, alpha, beta, tid);
-    }
-    if constexpr (kWalkBox) {
-      if (tid == 0) bulk_wait<0, false>();   // the last store done before the CTA (and its box) leaves
+      if (kt == k_tiles - 1) epilogue(math, C, D, first_row(t), 0, alpha, beta, tid);
     }
   }
 
@@ -517,35 +502,6 @@ struct Gett {
     fence_proxy_async();   // this thread's writes to the tile, seen by the TMA
     sync_math_threads();
     if (tid == 0) StoreD::store(map_d, tile, typename P::IndexM(m0), typename P::IndexN(n0));
-  }
-
-  // D's tile as one TMA box without a producer (kWalkBox, beta == 0): the accumulators go into the
-  // epilogue tile as for the walk, the walk moves them into the box along D's stride-1 mode (the box
-  // positions of its coordinates in place of D's offsets), and one thread asks the TMA to store the box;
-  // the next tile's loads and MMAs go on while it drains, and the box is written again only once that
-  // store has read it. (The fragments straight into the box would meet up to 16-way bank conflicts: in
-  // f16 TCCG #6 a warp's rows are 768 bytes apart there.)
-  __device__ __forceinline__ static void epilogue_box(const Math& math, long long m0, Acc alpha, int tid,
-                                                      const TensorMap* map_d) {
-    unsigned char* smem = smem_base() + EPI_OFFSET;
-    TE* tile = reinterpret_cast<TE*>(smem);
-    TE* box = reinterpret_cast<TE*>(smem_base() + BOX_OFFSET);
-    Offset* fast_p = reinterpret_cast<Offset*>(smem + EPI_TILE_ALIGNED);
-    Offset* slow_p = fast_p + FAST;
-    for (int w = tid; w < FAST; w += THREADS)
-      fast_p[w] = D_M_FAST ? StoreD::position(fast_coordinate(w), 0) : StoreD::position(0, fast_coordinate(w));
-    for (int s = tid; s < SLOW; s += THREADS) slow_p[s] = D_M_FAST ? StoreD::position(0, s) : StoreD::position(s, 0);
-    combine<false>(math, tile, alpha, zero<Acc>());
-    if (tid == 0) bulk_wait<0, true>();   // the last store has read the box
-    sync_math_threads();
-    const long long fast0 = D_M_FAST ? m0 : 0, slow0 = D_M_FAST ? 0 : m0;
-    for_each_vector(fast_inside(fast0), slow_inside(slow0), tid, [&](int w, int s, bool inside) {
-      const Vector x = read_tile(tile, s, w, tid);
-      if (inside) *reinterpret_cast<Vector*>(box + (fast_p[w] + slow_p[s])) = x;
-    });
-    fence_proxy_async();   // this thread's writes to the box, seen by the TMA
-    sync_math_threads();
-    if (tid == 0) StoreD::store(map_d, box, typename P::IndexM(m0), typename P::IndexN(0));
   }
 
   // With beta != 0, the producer warpgroup, done with its loads (STAGES - 1 tiles before the math

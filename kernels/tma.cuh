@@ -71,19 +71,17 @@ __device__ __forceinline__ void bulk_wait() {
 // (gett/tma.py, TmaStoreBox): accumulator (r, c) sits at PositionM(r) + PositionN(c) of the box's
 // layout, and the tile's coordinates are index tables of its first row and column. ROW_RUN: the
 // extent of the box's innermost dimension where that is M's first mode (a thread's runs of rows
-// dividing it are neighbours in the box), else 1. BOX_ELEMS: the box's elements.
+// dividing it are neighbours in the box), else 1.
 struct NoTmaStore {
   static constexpr bool kTma = false;
-  static constexpr int ELEMS = 0;
   template <int RUN>
   static constexpr bool kRowRuns = false;
 };
-template <class PositionM, class PositionN, class CoordsM, class CoordsN, int ROW_RUN, int BOX_ELEMS>
+template <class PositionM, class PositionN, class CoordsM, class CoordsN, int ROW_RUN>
 struct TmaStore {
   static_assert(CoordsM::RANK == CoordsN::RANK, "one coordinate table per dimension of the map");
   static constexpr bool kTma = true;
   static constexpr int RANK = CoordsM::RANK;
-  static constexpr int ELEMS = BOX_ELEMS;
   template <int RUN>
   static constexpr bool kRowRuns = RUN > 1 && ROW_RUN % RUN == 0;
   __device__ __forceinline__ static int position(int r, int c) { return PositionM::offset(r) + PositionN::offset(c); }

@@ -751,19 +751,13 @@ TMA_PERSISTENT_TILES = [
 @pytest.mark.parametrize("subscripts,extents,tile,stages", TMA_PERSISTENT_TILES,
                          ids=[f"{t[0]}-{t[2][0]}x{t[2][2]}-s{t[3]}" for t in TMA_PERSISTENT_TILES])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-@pytest.mark.parametrize("beta", [0.5, 0.0])
-def test_persistent_box_tiles(subscripts, extents, tile, stages, dtype, beta):
+def test_persistent_box_tiles(subscripts, extents, tile, stages, dtype):
     """CTAs over several tiles (KernelConfig.persistent, kernels/gett.cuh run_tiles): one pipeline over
     the tiles' K tiles, the stage barriers' phases running on across tiles, the epilogue apart from the
-    stages; beta != 0, or 0 for a plan that never reads C, whose D tile (one box of D in each of these)
-    the walk moves into a box for the TMA to store (epilogue_box); a NaN-poisoned D, against numpy in
-    float64."""
+    stages; beta != 0 and a NaN-poisoned D, against numpy in float64."""
     from gett.config import KernelConfig
-    from gett.tma import TmaStoreBox
     cfg = KernelConfig("mma16", *tile, stages, wm=32, wn=32, persistent=True)
-    plan = check_box_tile(subscripts, extents, cfg, dtype, beta=beta)
-    stored = isinstance(plan.kernel().tma[-1], TmaStoreBox)
-    assert stored == (beta == 0), plan.kernel().tma
+    plan = check_box_tile(subscripts, extents, cfg, dtype)
     from gett.config import output_tiles
     from gett.launch import launcher
     grid = launcher(plan, cp.cuda.Device().id, "torch" if dtype == "bf16" else "cupy")._grid[0]
@@ -788,12 +782,11 @@ def test_box_tiles_apply_ops_once_a_stage_lands(subscripts, extents, tile, stage
                    ref_a=lambda a: np.log(np.abs(a)), ref_b=lambda b: np.where(b > 0, b, 0.01 * b))
 
 
-def check_box_tile(subscripts, extents, cfg, dtype, op_a=None, op_b=None, ref_a=None, ref_b=None, beta=0.5):
+def check_box_tile(subscripts, extents, cfg, dtype, op_a=None, op_b=None, ref_a=None, ref_b=None):
     """Contract random ``dtype`` tensors of ``extents`` (modes a, b, ... in order) under ``cfg``, whose A
-    tile must be a TMA box, with ``beta`` (0: planned with beta hint 0, so that D's tile may be stored as a
-    TMA box too) into a NaN-poisoned D, check against numpy in float64, and return the plan.
-    ``op_a``/``op_b`` go to the plan, ``ref_a``/``ref_b`` (numpy) to the oracle, and A's values then keep
-    0.5 or more away from 0."""
+    tile must be a TMA box, with beta != 0 into a NaN-poisoned D, check against numpy in float64, and
+    return the plan. ``op_a``/``op_b`` go to the plan, ``ref_a``/``ref_b`` (numpy) to the oracle, and A's
+    values then keep 0.5 or more away from 0."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA needs an sm_90 GPU")
     torch = pytest.importorskip("torch") if dtype == "bf16" else None
@@ -815,14 +808,12 @@ def check_box_tile(subscripts, extents, cfg, dtype, op_a=None, op_b=None, ref_a=
         return x.astype(np.float16).astype(np.float64).transpose(), cp.asarray(x.astype(np.float16)).transpose()
     (a, A), (b, B), (c, C), (_, D) = tensor(ma, away_from_zero=op_a is not None), tensor(mb), tensor(mc), \
         tensor(mc, np.nan)
-    plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg, op_a=op_a, op_b=op_b,
-                                 beta=0.0 if beta == 0 else None)
+    plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg, op_a=op_a, op_b=op_b)
     kernel = plan.kernel()
-    assert kernel.config == cfg and isinstance(kernel.tma[0], TmaBox)
-    assert beta == 0 or len(kernel.tma) == 1   # D through the TMA only for a plan that never reads C
-    gett.contract(plan, 1.5, A, B, beta, C, D)
+    assert kernel.config == cfg and isinstance(kernel.tma[0], TmaBox) and len(kernel.tma) == 1
+    gett.contract(plan, 1.5, A, B, 0.5, C, D)
     a, b = (f(x.astype(np.float64)) if f else x.astype(np.float64) for f, x in ((ref_a, a), (ref_b, b)))
-    expect = 1.5 * np.einsum(subscripts, a, b, optimize=True) + beta * c.astype(np.float64)
+    expect = 1.5 * np.einsum(subscripts, a, b, optimize=True) + 0.5 * c.astype(np.float64)
     got = (D.float().cpu().numpy() if torch is not None else cp.asnumpy(D)).astype(np.float64)
     assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
     err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
