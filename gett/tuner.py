@@ -60,8 +60,8 @@ def _closeness(cfg: KernelConfig, base: KernelConfig) -> tuple:
         shape = float(cfg.math != base.math)
     return (log2(cfg.bm, base.bm) + log2(cfg.bn, base.bn) + log2(cfg.bk, base.bk)
             + abs(cfg.stages - base.stages) + shape + log2(cfg.split_k, base.split_k)
-            + 0.5 * (cfg.ws != base.ws) + 0.5 * (cfg.swap != base.swap) + 0.5 * (cfg.persistent != base.persistent),
-            cfg.key())
+            + 0.5 * (cfg.ws != base.ws) + 0.5 * (cfg.swap != base.swap) + 0.5 * (cfg.persistent != base.persistent)
+            + 0.5 * (cfg.lanes_m != base.lanes_m), cfg.key())
 
 
 def _valid(cfg: KernelConfig) -> bool:
@@ -107,9 +107,10 @@ TALL_ROWS = (256, 288, 384, 576)   # rows of the tall memory-bound mma.sync tile
 def candidate_configs(plan, arch: str) -> list:
     """The heuristic's configuration first, then up to MAX_CANDIDATES - 1 others nearest it: on sm_90 the
     wgmma tiles (16-bit data); around the heuristic's mma.sync/SIMT choice, its own tile size and those up to
-    the one covering each GEMM extent, 1 to 8 warps (or 64/256 SIMT threads), half/double the K depth, one stage
-    fewer or more, split-K by the heuristic's rule, and split-K of 1 to 32 for that tile when the output
-    tiles are too few to fill the GPU. All pass validate() and fit ``arch``'s shared memory."""
+    the one covering each GEMM extent, 1 to 8 warps (or 64/256 SIMT threads, a warp's lanes along N or M),
+    half/double the K depth, one stage fewer or more, split-K by the heuristic's rule, and split-K of 1 to 32
+    for that tile when the output tiles are too few to fill the GPU. All pass validate() and fit ``arch``'s
+    shared memory."""
     base = default_config(plan, arch)
     sync = default_config(plan)   # the centre of the mma.sync / SIMT neighbourhood
     grid = set(_wgmma_configs(plan, arch)) | {sync}
@@ -117,8 +118,10 @@ def candidate_configs(plan, arch: str) -> list:
     for bm, bn in sizes:
         for bk, stages in product((sync.bk // 2, sync.bk, sync.bk * 2), (sync.stages - 1, sync.stages,
                                                                         sync.stages + 1)):
-            for shape in _thread_shapes(sync.math, bm, bn):
-                cfg = dataclasses.replace(sync, bm=bm, bn=bn, bk=bk, stages=stages, split_k=1, **shape)
+            for shape, lanes_m in product(_thread_shapes(sync.math, bm, bn),
+                                          (False, True) if sync.math == "simt" else (False,)):
+                cfg = dataclasses.replace(sync, bm=bm, bn=bn, bk=bk, stages=stages, split_k=1, lanes_m=lanes_m,
+                                          **shape)
                 if _valid(cfg):
                     grid.add(dataclasses.replace(cfg, split_k=split_k_for(plan, cfg)))
     if sync.math == "mma16" and sync.bm in TALL_ROWS and sync.bn == 32:

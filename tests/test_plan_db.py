@@ -317,6 +317,17 @@ def test_candidates_are_valid_and_compile_in_parallel():
     assert all(build_kernel(plan, ARCH, cfg).report.from_cache for cfg in configs[1:3])
 
 
+def test_simt_candidates_have_lanes_along_n_and_m():
+    """SIMT candidates come with a warp's lanes along N and along M (KernelConfig.lanes_m): which one
+    stores D without bank conflicts depends on where D's stride-1 mode is (f32 TCCG #40: M)."""
+    from tccg_suite.suite import select
+    c = select([40])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f32") for t in "ABC"}
+    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0)
+    configs = tuner.candidate_configs(plan, ARCH)
+    assert configs[0].lanes_m and {c.lanes_m for c in configs if c.math == "simt"} == {False, True}
+
+
 def test_candidates_include_taller_memory_bound_tiles():
     """With N <= 32 and a long M (the heuristic's 256 x 32 tile, or 576 x 32), the other tall row counts of
     256, 288, 384 and 576 are candidates: they give box-tiled M modes of extents like 72 and 312 longer
