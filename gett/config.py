@@ -417,12 +417,13 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
 
 
 def _tall_tile(plan, cfg: KernelConfig) -> KernelConfig:
-    """``cfg``, or 576 rows where M is box-tiled and ``cfg``'s rows leave the box's shorter side under 16
-    elements while 576 make it at least 24, with K short (≤ 128): extents of 72 = 8 · 9 give 8 x 8 boxes in
-    any power-of-two tile (12 x 8 in 384 rows), 24 x 24 in 576. H100, f16 (tile_sweep, session 13, against
-    256 rows): #3 ``abcd-dbea-ec`` 86.2 -> 71.6 us, #4 ``abcd-deca-be`` 83.5 -> 71.7 (with leaky ReLU on A,
-    B and C 113.7 -> 96.2, 112.1 -> 96.5); not #1 (K = 312: 48.4 -> 50.3; its database entry has 384 rows)
-    nor #6-8, whose 16 x 16 boxes are whole sectors already. f32: see _memory_bound_simt_tile."""
+    """``cfg``, or 576 rows where M is box-tiled and ``cfg``'s rows leave the box's deciding side
+    (:func:`_box_side`) under 16 elements while 576 make it at least 16, with K short (≤ 128): extents of
+    72 = 8 · 9 give 8 x 8 boxes in any power-of-two tile, 24 x 24 in 576 (8 x 72 since session 28: D's
+    whole mode). H100, f16 (tile_sweep, session 13, against 256 rows): #3 ``abcd-dbea-ec`` 86.2 -> 71.6
+    us, #4 ``abcd-deca-be`` 83.5 -> 71.7 (with leaky ReLU on A, B and C 113.7 -> 96.2, 112.1 -> 96.5); not
+    #1 (K = 312: 48.4 -> 50.3; its database entry has 384 rows) nor #6-8, whose 16 x 16 boxes are whole
+    sectors already. f32: see _memory_bound_simt_tile."""
     tall = replace(cfg, bm=576)
     if plan.k <= 128 and 0 < _box_side(plan, cfg) < 16 <= _box_side(plan, tall):
         return tall
@@ -430,11 +431,16 @@ def _tall_tile(plan, cfg: KernelConfig) -> KernelConfig:
 
 
 def _box_side(plan, cfg: KernelConfig) -> int:
-    """The shorter side of the M box that box tiling makes for ``cfg`` (0 where M is not box-tiled)."""
+    """The side of the M box that box tiling makes for ``cfg`` which decides how whole D's runs are: D's
+    own in tall mma.sync tiles (N ≤ 32, whose boxes take D's whole mode where they can), else the shorter
+    side; 0 where M is not box-tiled."""
     from .tiling import tile_plan
     table = tile_plan(plan, cfg).tables["M"]
-    boxed = len(table.modes) > 1 and str(table.modes[1][-1]).startswith("%")
-    return min(table.extents[:2]) if boxed else 0
+    if not (len(table.modes) > 1 and str(table.modes[1][-1]).startswith("%")):
+        return 0
+    if cfg.math == "mma16" and cfg.bn <= 32:
+        return table.extents[0 if table.strides_of("D")[0] == 1 else 1]
+    return min(table.extents[:2])
 
 
 def _tile_config(plan, arch: str | None = None) -> KernelConfig:

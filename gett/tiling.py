@@ -26,14 +26,23 @@ def _largest_divisor(n: int, fits) -> int:
     return max(d for d in range(1, n + 1) if n % d == 0 and (d == 1 or fits(d)))
 
 
-def box_sides(ex: int, ey: int, tile: int, min_first: int, keep_first: bool, strict: bool = False) -> tuple:
+def box_sides(ex: int, ey: int, tile: int, min_first: int, keep_first: bool, strict: bool = False,
+              whole_output: bool = False) -> tuple:
     """(tx, ty): divisors of the two modes' extents with tx·ty dividing ``tile``, tx as long as possible,
     then — unless ``keep_first`` (the output's runs decide which sectors are written whole) — made as
     square as the first tensor's vectors (``min_first`` elements) allow, until ty reaches 16 elements
-    with tx still whole vectors. A tile of 96 or 192 can hold whole runs of 24; one of 768 over two modes
-    of 48, 48 x 16: the first tensor's whole mode, its reads runs of 96 bytes (#6 ``abcde-efbad-cf``,
-    f16: A's 3 KB planes of e and f read whole), where squaring on would give 24 x 16, half the tile.
-    ``strict``: squaring stops at a step that leaves ty as it was (312 x 312 in 384: 24 x 8, not 12 x 8)."""
+    with tx still whole vectors. A tile of 96 or 192 can hold whole runs of 24.
+    ``strict``: squaring stops at a step that leaves ty as it was (312 x 312 in 384: 24 x 8, not 12 x 8).
+    ``whole_output`` (the second tensor is the output D): ty is all of its mode where the tile holds that
+    with tx whole vectors of the first, tx then as long as the tile allows — D written in whole runs of
+    its stride-1 mode, A read in shorter ones. H100, f16 tall mma.sync tiles (tile_sweep, session 28):
+    #6 ``abcde-efbad-cf`` in 768 rows 178.3 -> 123.1 us (16 x 48: A's runs 96 -> 32 bytes, D's 32 -> 96),
+    #8 166.1 -> 118.7, #3 ``abcd-dbea-ec`` in 576 rows 57.8 -> 47.8 (8 x 72 for 24 x 24), #4 58 -> 54.2."""
+    if whole_output and not keep_first:
+        tx = _largest_divisor(ex, lambda d: tile % (d * ey) == 0 and d % min_first == 0)
+        if tx % min_first == 0 and tile % (tx * ey) == 0:
+            return tx, ey
+
     def sides(limit):
         tx = _largest_divisor(ex, lambda d: d <= limit and tile % d == 0)
         return tx, _largest_divisor(ey, lambda d: tile % (tx * d) == 0)
@@ -47,15 +56,17 @@ def box_sides(ex: int, ey: int, tile: int, min_first: int, keep_first: bool, str
 
 
 def split_box(table: IndexTable, first: str, second: str, tile: int, min_first: int,
-              strict: bool = False) -> IndexTable:
+              strict: bool = False, whole_output: bool = False) -> IndexTable:
     """``table`` reordered into boxes of (first's stride-1 mode) × (second's stride-1 mode) that tile
-    ``tile`` exactly, or ``table`` itself when there is nothing to gain (``strict``: see box_sides)."""
+    ``tile`` exactly, or ``table`` itself when there is nothing to gain (``strict``, ``whole_output``:
+    see box_sides)."""
     sx, sy = table.strides_of(first), table.strides_of(second)
     if len(table.extents) < 2 or sx[0] != 1 or sy[0] == 1 or 1 not in sy:
         return table
     j = sy.index(1)
     ex, ey = table.extents[0], table.extents[j]
-    tx, ty = box_sides(ex, ey, tile, min_first, keep_first=first == "D", strict=strict)
+    tx, ty = box_sides(ex, ey, tile, min_first, keep_first=first == "D", strict=strict,
+                       whole_output=whole_output and second == "D")
     if ty < 2:
         return table
     modes, extents = list(table.modes), list(table.extents)
@@ -104,7 +115,10 @@ def tile_plan(plan, cfg):
         # SIMT tiles square boxes strictly. H100, f32 (session 27, runner A/B): #1 ``abc-bda-dc`` 75.4 ->
         # 65.0 us (A's runs 48 -> 96 bytes, D's 32 either way), #3 83.1 -> 79.7, #4 82.4 -> 78.0 (384 rows,
         # 24 x 8, for 576, 24 x 24); the mma.sync tiles of f16 #1 lose (tile_sweep 39.1 -> 43.7)
-        tables[g] = split_box(plan.tables[g], first, second, tiles[g], vector, strict=cfg.math == "simt")
+        # tall mma.sync tiles (N <= 32: the tile's D all along M) write D in whole runs of its mode
+        tall = cfg.math == "mma16" and cfg.bn <= 32
+        tables[g] = split_box(plan.tables[g], first, second, tiles[g], vector, strict=cfg.math == "simt",
+                              whole_output=tall)
     if tables == plan.tables:
         return plan
     return replace(plan, tables=tables, _compiled={})

@@ -94,14 +94,14 @@ def _fits(plan, arch: str, cfg: KernelConfig) -> bool:
     from .codegen import render_kernel
     from .kernel import _MAX_SHARED, arch_number
     from .tiling import tile_plan
-    try:
-        smem = render_kernel(tile_plan(plan, cfg), cfg)[1]
+    try:   # for ``arch``: a persistent mma.sync tile needs A's TMA box, which only sm_90 has
+        smem = render_kernel(tile_plan(plan, cfg), cfg, arch=arch)[1]
     except ValueError:   # e.g. a producer warpgroup for operands that can't be copied asynchronously
         return False
     return smem <= _MAX_SHARED.get(arch_number(arch), 99 * 1024)
 
 
-TALL_ROWS = (256, 288, 384, 576)   # rows of the tall memory-bound mma.sync tile (N <= 32) the tuner tries
+TALL_ROWS = (256, 288, 384, 576, 768)   # rows of the tall memory-bound mma.sync tile (N <= 32) the tuner tries
 
 
 def candidate_configs(plan, arch: str) -> list:
@@ -129,8 +129,13 @@ def candidate_configs(plan, arch: str) -> list:
         # modes of extents like 72 or 312 longer runs than any power of two can. H100 (tile_sweep,
         # 2026-11-22): #1 ``abc-bda-dc`` 48.4 -> 39.0 us with 384 rows, #4 ``abcd-deca-be`` 84.0 -> 75.4 with
         # 288 (but 112 -> 143 with leaky ReLU on A, B and C), 71.7 with 576 (the heuristic's, _tall_tile)
-        grid.update(dataclasses.replace(sync, bm=bm, bk=bk, split_k=1) for bm in TALL_ROWS for bk in (32, 64)
-                    if bm != sync.bm)
+        tall = [dataclasses.replace(sync, bm=bm, bk=bk, split_k=1) for bm in TALL_ROWS
+                for bk in sorted({32, 64, sync.bk}) if bm != sync.bm]
+        grid.update(tall)
+        if has_wgmma(arch):
+            # sm_90: CTAs over several tiles where A's tile is one TMA box (f16 #6-8's 768-row entries; 768
+            # rows hold 16 x 48 boxes, D's whole 48-element mode: gett.tiling.box_sides)
+            grid.update(dataclasses.replace(c, persistent=True, stages=s) for c in tall + [sync] for s in (2, 3))
     tiles = output_tiles(plan, sync)
     if tiles < TARGET_CTAS // 2:
         grid.update(dataclasses.replace(sync, split_k=s) for s in (1, 2, 4, 8, 16, 32)

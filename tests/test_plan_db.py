@@ -328,14 +328,27 @@ def test_simt_candidates_have_lanes_along_n_and_m():
     assert configs[0].lanes_m and {c.lanes_m for c in configs if c.math == "simt"} == {False, True}
 
 
+def test_persistent_box_tile_candidates_fit_sm_90():
+    """A tile over several CTAs whose A tile is a TMA box (mma.sync, ``persistent``) is checked against
+    the architecture it is for: without it no TMA box exists and the candidate used to be dropped (f16
+    TCCG #7's 768-row tile was never timed by tune_tccg)."""
+    from tccg_suite.suite import select
+    c = select([7])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0)
+    tall = KernelConfig("mma16", 768, 32, 48, 2, wm=32, wn=32, persistent=True)
+    assert tuner._fits(plan, "sm_90", tall)
+
+
 def test_candidates_include_taller_memory_bound_tiles():
     """With N <= 32 and a long M (the heuristic's 256 x 32 tile, or 576 x 32), the other tall row counts of
-    256, 288, 384 and 576 are candidates: they give box-tiled M modes of extents like 72 and 312 longer
-    runs (#1's shipped entry is one)."""
+    256, 288, 384, 576 and 768 are candidates: they give box-tiled M modes of extents like 72 and 312 longer
+    runs (#1's shipped entry is one); on sm_90 CTAs over several tiles too, where A's tile is a TMA box
+    (f16 #7; its 768-row tile lies past the 32 nearest: tune_tccg --candidates brings it in)."""
     plan = plan_of(97344, 24, 312)
     assert (default_config(plan).bm, default_config(plan).bn) == (256, 32)
     tall = {(c.bm, c.bk) for c in tuner.candidate_configs(plan, ARCH) if c.math == "mma16" and c.bm > 256}
-    assert tall == {(288, 32), (288, 64), (384, 32), (384, 64), (576, 32)}   # 576 x 64: too much shared memory
+    assert tall == {(288, 32), (288, 64), (384, 32), (384, 64), (576, 32), (768, 32)}   # x 64: shared memory
     assert not any(c.bm > 256 for c in tuner.candidate_configs(plan_of(256, 192, 128), ARCH))
     from tccg_suite.suite import select
     c = select([3])[0]   # #3: the heuristic's tile has 576 rows; the shorter ones stay candidates
@@ -343,6 +356,10 @@ def test_candidates_include_taller_memory_bound_tiles():
     plan3 = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
     assert default_config(plan3).bm == 576
     assert {256, 288, 384} <= {cfg.bm for cfg in tuner.candidate_configs(plan3, ARCH) if cfg.math == "mma16"}
+    c = select([7])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+    plan7 = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0)
+    assert {(c.bm, c.stages) for c in tuner.candidate_configs(plan7, ARCH) if c.persistent} >= {(288, 2), (384, 3)}
 
 
 def test_candidates_reach_across_math_paths():
