@@ -26,7 +26,8 @@ DEFAULT_CONFIGS = (
 def parse_config(text: str):
     """``math:BMxBNxBK:sSTAGES[:wWMxWN|:tTMxTN][:kSPLIT][:gGROUP][:ws][:swap][:p][:lm]`` → KernelConfig (wgmma has
     no warp tile; ``t``: the SIMT path's thread tile; ``g``: row tiles a rasterisation group; ``ws``:
-    warp-specialised; ``swap``: wgmma with B's tile as the instruction's rows; ``p``: persistent CTAs; ``lm``: SIMT lanes along M)."""
+    warp-specialised; ``swap``: wgmma with B's tile as the instruction's rows; ``p``: persistent CTAs;
+    ``lm``: a SIMT warp's lanes along M)."""
     from gett.config import KernelConfig
     math, tile, stages, *extra = text.split(":")
     bm, bn, bk = (int(x) for x in tile.split("x"))

@@ -346,7 +346,8 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
                        for g in groups)
     if cfg.math == "simt":
         math = (f"gett::SimtMath<{acc}, Semiring, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.math_threads}, "
-                f"{cfg.tm}, {cfg.tn}, {'true' if simt_column_runs(plan, cfg, m_fast) else 'false'}, {'true' if cfg.lanes_m else 'false'}>")
+                f"{cfg.tm}, {cfg.tn}, {'true' if simt_column_runs(plan, cfg, m_fast) else 'false'}, "
+                f"{'true' if cfg.lanes_m else 'false'}>")
         header = "math_simt.cuh"
     elif cfg.math == "mma16":
         math = f"gett::Mma16Math<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.wm}, {cfg.wn}>"

@@ -185,7 +185,8 @@ MMA_576 = KernelConfig("mma16", 576, 32, 32, 3, wm=32, wn=32)
 # M-major tiles whose rows are two whole modes (box rows of 16 to 128 bytes, so every swizzle)
 BOX_CASES = [
     ("efbad,cf->abcde", {"a": 48, "b": 5, "c": 24, "d": 7, "e": 32, "f": 32}, MMA_256, 32),     # TCCG #6: 16 x 16 boxes
-    ("ecbfa,fd->abcde", {"a": 32, "b": 3, "c": 4, "d": 24, "e": 48, "f": 40}, MMA_256, 16),     # TCCG #7: K after two M modes; 8 x 32: D's whole a
+    # TCCG #7: K after two M modes; 8 x 32 boxes, D's whole a (tiling.box_sides, whole_output)
+    ("ecbfa,fd->abcde", {"a": 32, "b": 3, "c": 4, "d": 24, "e": 48, "f": 40}, MMA_256, 16),
     ("dbea,ec->abcd", {"a": 48, "b": 3, "c": 21, "d": 24, "e": 200}, MMA_576, 48),           # TCCG #3: 24 x 24, K in 7 tiles
     ("aebfc,efd->abcd", {"a": 8, "b": 32, "c": 5, "d": 24, "e": 32, "f": 3}, MMA_256, 16),    # K of two modes
     ("aebfc,efd->abcd", {"a": 32, "b": 8, "c": 5, "d": 24, "e": 32, "f": 3}, MMA_256, 64),
