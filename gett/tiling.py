@@ -35,9 +35,11 @@ def box_sides(ex: int, ey: int, tile: int, min_first: int, keep_first: bool, str
     ``strict``: squaring stops at a step that leaves ty as it was (312 x 312 in 384: 24 x 8, not 12 x 8).
     ``whole_output`` (the second tensor is the output D): ty is all of its mode where the tile holds that
     with tx whole vectors of the first, tx then as long as the tile allows — D written in whole runs of
-    its stride-1 mode, A read in shorter ones. H100, f16 tall mma.sync tiles (tile_sweep, session 28):
+    its stride-1 mode, A read in shorter ones. H100, tall tiles (tile_sweep, session 28): f16 (mma.sync)
     #6 ``abcde-efbad-cf`` in 768 rows 178.3 -> 123.1 us (16 x 48: A's runs 96 -> 32 bytes, D's 32 -> 96),
-    #8 166.1 -> 118.7, #3 ``abcd-dbea-ec`` in 576 rows 57.8 -> 47.8 (8 x 72 for 24 x 24), #4 58 -> 54.2."""
+    #8 166.1 -> 118.7, #3 ``abcd-dbea-ec`` in 576 rows 57.8 -> 47.8 (8 x 72 for 24 x 24), #4 58 -> 54.2;
+    f32 (SIMT, 384 rows) #6 284.1 -> 248.7 (8 x 48 for 24 x 16), #7 355.4 -> 340.8, #8 280.4 -> 246.0 (f32
+    #3/#4 in 576 rows as 8 x 72: 80.3 -> 87.0, 77.5 -> 85.2; their 384 rows cannot hold a whole 72)."""
     if whole_output and not keep_first:
         tx = _largest_divisor(ex, lambda d: tile % (d * ey) == 0 and d % min_first == 0)
         if tx % min_first == 0 and tile % (tx * ey) == 0:
@@ -115,8 +117,8 @@ def tile_plan(plan, cfg):
         # SIMT tiles square boxes strictly. H100, f32 (session 27, runner A/B): #1 ``abc-bda-dc`` 75.4 ->
         # 65.0 us (A's runs 48 -> 96 bytes, D's 32 either way), #3 83.1 -> 79.7, #4 82.4 -> 78.0 (384 rows,
         # 24 x 8, for 576, 24 x 24); the mma.sync tiles of f16 #1 lose (tile_sweep 39.1 -> 43.7)
-        # tall mma.sync tiles (N <= 32: the tile's D all along M) write D in whole runs of its mode
-        tall = cfg.math == "mma16" and cfg.bn <= 32
+        # tall tiles (N <= 32: the tile's D all along M) write D in whole runs of its mode
+        tall = cfg.math in ("mma16", "simt") and cfg.bn <= 32
         tables[g] = split_box(plan.tables[g], first, second, tiles[g], vector, strict=cfg.math == "simt",
                               whole_output=tall)
     if tables == plan.tables:
