@@ -249,8 +249,10 @@ def store_box(plan, cfg: KernelConfig) -> TmaStoreBox | None:
     producer warpgroup runs several tiles (the only one that stores through the TMA), one batch, no split
     K; D 16-bit or f32, 16-byte aligned; the tile's rows M's first modes and its columns N's, D's
     stride-1 mode among them in rows of whole 16-byte chunks (the tile may span part of a mode whose
-    extent it divides: 128 rows of a mode of 384), N's first not a multiple of 128 bytes into the box;
-    at most five modes, every other stride a positive multiple of 16 bytes."""
+    extent it divides: 128 rows of a mode of 384), the first mode of the side a warp's lanes run along
+    (N, or M with ``cfg.lanes_m``) not a multiple of 128 bytes into the box; at most five dimensions
+    (modes outside the tile merged where one continues the other), every other stride a positive
+    multiple of 16 bytes."""
     desc = plan.descriptors["D"]
     if (cfg.math != "simt" or not cfg.ws or not cfg.persistent or cfg.split_k != 1 or plan.batch != 1
             or desc.dtype.name not in TMA_DATA_TYPES or desc.alignment < 16):
