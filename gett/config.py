@@ -559,8 +559,7 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
         bm = round_up(m, 8)
         tile = replace(cfg, bm=bm, bn=128, bk=8, tm=bm // 8, tn=8)
         if plan.k <= 96 and not _layouts(plan, tile)[1].row_contig:   # K-major B: all of K in one stage
-            if (plan.beta_hint is False and not loads_have_ops(plan)
-                    and plan.tables["M"].strides_of("D")[:1] == (1,)):
+            if plan.beta_hint is False and not loads_have_ops(plan) and _d_leads(plan, "M"):
                 return replace(tile, bk=24, stages=3, tn=4, ws=True, persistent=True, lanes_m=True)
             return replace(tile, bk=round_up(plan.k, 8), stages=2, tn=4)
         return tile
@@ -568,7 +567,7 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
         bn = round_up(n, 8)
         return replace(cfg, bm=128, bn=bn, bk=8, tm=8, tn=bn // 8)
     # the extent of D's stride-1 mode where it leads the M or N table (0 elsewhere, e.g. in a batch mode)
-    run = next((plan.tables[g].extents[0] for g in "MN" if plan.tables[g].strides_of("D")[:1] == (1,)), 0)
+    run = next((plan.tables[g].extents[0] for g in "MN" if _d_leads(plan, g)), 0)
     if plan.k <= 32 and min(m, n) >= 192 and run & (run - 1) and (192 % run == 0 or run % 192 == 0):
         whole_k = {"bk": round_up(plan.k, 8), "stages": 2}   # all of K in one stage (measured, see above)
         square = replace(cfg, bm=128, bn=128, tm=8, tn=8, **whole_k)   # measured, see above
@@ -584,6 +583,11 @@ def _memory_bound_simt_tile(plan, cfg: KernelConfig) -> KernelConfig:
             return replace(cfg, bm=64, bn=192, tm=4, tn=12, **whole_k)
         return replace(cfg, bm=192, bn=64, tm=12, tn=4, **(whole_k if 192 % run == 0 else {"bk": 8}))
     return cfg
+
+
+def _d_leads(plan, group: str) -> bool:
+    """Whether D's stride-1 mode is the first mode of ``group``'s table."""
+    return plan.tables[group].strides_of("D")[:1] == (1,)
 
 
 def _d_box_tile(plan, cfg: KernelConfig) -> KernelConfig:
@@ -603,7 +607,7 @@ def _d_box_tile(plan, cfg: KernelConfig) -> KernelConfig:
     Lanes along M where D's stride-1 mode is in N: #36 79.6 -> 107.9."""
     from .tiling import tile_plan
     from .tma import store_box
-    lanes_m = plan.tables["M"].strides_of("D")[:1] == (1,)
+    lanes_m = _d_leads(plan, "M")
     cfg = replace(cfg, lanes_m=lanes_m)
     bm, bn = (96 if plan.tables[g].extents[0] == 24 else 128 for g in "MN")
     fast, slow = (bm, bn) if lanes_m else (bn, bm)
