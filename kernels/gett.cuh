@@ -583,9 +583,20 @@ struct Gett {
   // walks also XOR a position's chunk (bits above the 16-byte chunk, below 128 bytes) with the next
   // three bits: the fragment stores, whose lanes hold fast coordinates EPI_TY walk positions apart,
   // then spread over eight chunks instead of two (a bijection: the XOR reads bits it does not change).
+  // Box walks whose first side is EPI_TX long, over mma.sync fragments: a lane's rows EPI_TX apart
+  // (Math::for_each_strided_run) are neighbours in the walk, runs of kBoxRun whole inside one box
+  // (warps start at multiples of kWarpRows, which EPI_TX * EPI_TY is), stored at once where that makes
+  // 8 bytes or more. Their stores then spread over the banks without the XOR (a bank-conflict count of
+  // the 576-row tile: 576 wavefronts without, 896 with). H100, f16 (runner A/B, two rounds): #3 (8 x 72
+  // boxes, 4 elements a store) 49.5 -> 46.5 us, #4 52.8 -> 49.5, with C read 72 -> 59; 4-byte runs in
+  // #6-8 (16 x 48) gained nothing (#6 133.5 -> 134.4, #7 173.2 -> 179.8).
+  static constexpr int kStridedRun = Math::kWarpRows > 0 && EPI_TX % 8 == 0 && Math::kWarpRows % EPI_TX == 0
+                                     ? Math::kWarpRows / EPI_TX : 1;
+  static constexpr int kBoxRun = kBox && D_M_FAST && EPI_TY % kStridedRun == 0 &&
+                                 kStridedRun * int(sizeof(TE)) >= 8 ? kStridedRun : 1;
   static constexpr int EPI_CHUNK = 16 / int(sizeof(TE)) > 0 ? 16 / int(sizeof(TE)) : 1;
   __device__ __forceinline__ static int tile_index(int s, int w) {
-    if constexpr (kBox && FAST % (8 * EPI_CHUNK) == 0) w ^= (w / (8 * EPI_CHUNK) % 8) * EPI_CHUNK;
+    if constexpr (kBox && kBoxRun == 1 && FAST % (8 * EPI_CHUNK) == 0) w ^= (w / (8 * EPI_CHUNK) % 8) * EPI_CHUNK;
     return s * EPI_LD + w;
   }
 
@@ -668,6 +679,10 @@ struct Gett {
       });
     } else if constexpr (kRowRuns) {
       math.for_each_row_run([&](int r, int c, const Acc (&v)[Math::kRowRun]) {
+        combine_run<READ_C>(tile, tile_position(r, c), v, alpha, beta);
+      });
+    } else if constexpr (kBoxRun > 1) {
+      math.template for_each_strided_run<EPI_TX>([&](int r, int c, const Acc (&v)[kBoxRun]) {
         combine_run<READ_C>(tile, tile_position(r, c), v, alpha, beta);
       });
     } else {

@@ -54,6 +54,8 @@ struct WarpFragments {
   }
 
   static constexpr int kRowRun = 1;   // no for_each_row_run: a lane's rows are 8 apart
+  // ... but runs of rows STRIDE apart (for_each_strided_run), in m16n8 fragments.
+  static constexpr int kWarpRows = FRAG_M == 16 && E == 4 ? WM : 0;
 
   // Every accumulator, f(r, c, v) with its place in the CTA tile, a pair at a time: f(r, c, v0, v1)
   // with v1 at (r, c + 1), as every fragment holds them.
@@ -67,6 +69,27 @@ struct WarpFragments {
 #pragma unroll
         for (int e = 0; e < E; e += 2)
           f(wm0 + mt * FRAG_M + frag_row(lane, e), wn0 + nt * 8 + frag_col(lane, e), acc[mt][nt][e], acc[mt][nt][e + 1]);
+  }
+  // Every accumulator in runs of WM / STRIDE rows STRIDE apart: f(r, c, v) with v[k] at (r + k * STRIDE, c).
+  // A lane's rows are wm0 + 8 j + lane / 4, row 8 j in acc[j / 2][.][(j % 2) * 2 + column].
+  template <int STRIDE, class F>
+  __device__ __forceinline__ void for_each_strided_run(F&& f) const {
+    static_assert(kWarpRows > 0 && STRIDE % 8 == 0 && WM % STRIDE == 0, "runs of m16n8 fragments' rows");
+    constexpr int R = WM / STRIDE;
+#pragma unroll
+    for (int o = 0; o < STRIDE; o += 8)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          T v[R];
+#pragma unroll
+          for (int k = 0; k < R; ++k) {
+            const int j = (o + k * STRIDE) / 8;
+            v[k] = acc[j / 2][nt][(j % 2) * 2 + e];
+          }
+          f(wm0 + o + lane / 4, wn0 + nt * 8 + (lane % 4) * 2 + e, v);
+        }
   }
   template <class F>
   __device__ __forceinline__ void for_each(F&& f) const {

@@ -98,6 +98,7 @@ struct SimtMath {
   // A thread's rows in runs of consecutive ones (FragA::RUN; 1 where A is read along K):
   // f(r, c, v) with v[k] at (r + k, c).
   static constexpr int kRowRun = FragA::RUN;
+  static constexpr int kWarpRows = 0;   // no for_each_strided_run
   template <class F>
   __device__ __forceinline__ void for_each_row_run(F&& f) const {
 #pragma unroll

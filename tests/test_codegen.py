@@ -717,6 +717,26 @@ def test_box_walks_move_vectors_along_the_box_second_side():
     assert walk(3, c_strides=True)[2] == 1
 
 
+@pytest.mark.parametrize("tccg, run", [(3, 4), (4, 4), (6, 1), (8, 1), (1, 1), (2, 1)])
+def test_box_walks_store_a_lanes_rows_in_runs(tccg, run):
+    """In a box walk whose first side is 8 rows (f16 #3/#4: 8 x 72 boxes), a lane's fragment rows that far
+    apart are neighbours in the epilogue tile, so it stores 4 of them at once (kernels/gett.cuh kBoxRun);
+    #6/#8's 16-row side would make runs of 2 (4 bytes: measured no faster), #1's 12-row side none, and #2's
+    plain walk keeps single stores. The generated TCCG kernel, with a static_assert on the run appended,
+    compiles."""
+    from pathlib import Path
+    from gett import nvrtc
+    from gett.kernel import kernel_source
+    from tccg_suite.suite import select
+    c = select([tccg])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0,
+                                 device_arch="sm_90")
+    source = kernel_source(plan, "sm_90").source + f'\nstatic_assert(Kernel::kBoxRun == {run}, "run");\n'
+    kernels = str(Path(__file__).resolve().parents[1] / "kernels")
+    assert nvrtc.compile_ptx(source, arch="sm_90", include_dirs=[kernels])
+
+
 @pytest.mark.parametrize("k, m_fast, runs", [(24, True, "false"), (24, False, "true"), (4096, True, "true")])
 def test_simt_column_runs_only_where_the_epilogue_stores_stay_cheap(k, m_fast, runs):
     # f32 SIMT, B row-contiguous (16-byte reads along its columns); D's stride-1 mode in M or in N

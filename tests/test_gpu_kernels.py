@@ -745,6 +745,7 @@ TMA_PERSISTENT_TILES = [
     ("ecbfa,fd->abcde", (32, 30, 4, 21, 48, 40), (256, 32, 32), 3),    # #7: two K tiles, the last partial
     ("dbea,ec->abcd", (48, 200, 21, 24, 200), (576, 32, 32), 3),       # #3: 7 K tiles a tile, 400 tiles
     ("efbad,cf->abcde", (48, 41, 24, 8, 48, 32), (768, 32, 32), 2),    # #6's database tile: A's whole e (48 x 16 boxes)
+    ("dbea,ec->abcd", (72, 30, 21, 72, 40), (576, 32, 32), 3),         # #3's 8 x 72 boxes: stores of 4 rows, 270 tiles
 ]
 
 
