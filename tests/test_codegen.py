@@ -420,6 +420,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert (config(6).bm, config(6).bn) == (256, 32)
     assert (config(3).bm, config(4).bm, config(1).bm, config(5).bm) == (576, 576, 256, 256)
     assert (config(6).bk, config(7).bk) == (32, 48)   # K = 48 (#7) in one K tile
+    # K = 72 in one tile of 80 where A is K-major (#5), not in #3/#4's TMA boxes (K's tile inside K)
+    assert (config(5).bk, config(3).bk, config(4).bk) == (80, 32, 32)
     # the 576-row box tiles (one CTA per SM) run several tiles a CTA on sm_90; #6-8 (four CTAs an SM) do not
     assert config(3).persistent and config(4).persistent and config(3).stages == 3
     assert not any(config(i).persistent for i in (1, 2, 5, 6, 7, 8))

@@ -712,6 +712,28 @@ def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, spli
     assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 1e-5
 
 
+def test_a_k_major_a_with_k_of_72_takes_one_k_tile_of_80():
+    """TCCG #5-like ``abcd-ebad-ce`` (A K-major, K = 72, N = 24, a long M): the heuristic's tall tile holds
+    all of K in one tile of 80 (config._memory_bound_tile), the rows' last 8 positions zero-filled; beta != 0
+    and a NaN-poisoned D, against numpy in float64."""
+    rng = np.random.default_rng(29)
+    ext = {"a": 72, "b": 20, "c": 24, "d": 72, "e": 72}
+
+    def tensor(modes, fill=None):   # column-major (TCCG): values (float64), array (f16)
+        shape = [ext[x] for x in modes]
+        x = random_values(rng, int(np.prod(shape)), "f16").reshape(shape[::-1]) if fill is None \
+            else np.full(shape[::-1], fill, np.float32)
+        return x.astype(np.float16).astype(np.float64).transpose(), cp.asarray(x.astype(np.float16)).transpose()
+    (a, A), (b, B), (c, C), (_, D) = tensor("ebad"), tensor("ce"), tensor("abcd"), tensor("abcd", np.nan)
+    plan = gett.plan_contraction(A, "ebad", B, "ce", C, "abcd", D=D, beta=0.5)
+    assert (plan.kernel().config.bm, plan.kernel().config.bk) == (256, 80)
+    gett.contract(plan, 1.5, A, B, 0.5, C, D)
+    expect = 1.5 * np.einsum("ebad,ce->abcd", a, b, optimize=True) + 0.5 * c
+    got = cp.asnumpy(D).astype(np.float64)
+    assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
+    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 2e-3
+
+
 # (subscripts, extents, (BM, BN, BK), stages, split): mma.sync tiles whose A tile is one TMA box of A
 TMA_BOX_TILES = [
     ("efbad,cf->abcde", (48, 5, 24, 7, 32, 32), (256, 32, 32), 3, 1),    # #6: 16 x 16, K in one tile
