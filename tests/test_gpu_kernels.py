@@ -768,18 +768,21 @@ TMA_PERSISTENT_TILES = [
     ("dbea,ec->abcd", (48, 200, 21, 24, 200), (576, 32, 32), 3),       # #3: 7 K tiles a tile, 400 tiles
     ("efbad,cf->abcde", (48, 41, 24, 8, 48, 32), (768, 32, 32), 2),    # #6's database tile: A's whole e (48 x 16 boxes)
     ("dbea,ec->abcd", (72, 30, 21, 72, 40), (576, 32, 32), 3),         # #3's 8 x 72 boxes: stores of 4 rows, 270 tiles
+    ("ecbfa,fd->abcde", (48, 30, 4, 21, 48, 48), (768, 32, 32), 2, 64),  # #7's entry: warps of 64 rows, 16 x 48 boxes
 ]
 
 
-@pytest.mark.parametrize("subscripts,extents,tile,stages", TMA_PERSISTENT_TILES,
-                         ids=[f"{t[0]}-{t[2][0]}x{t[2][2]}-s{t[3]}" for t in TMA_PERSISTENT_TILES])
+@pytest.mark.parametrize("subscripts,extents,tile,stages,wm", [t + (32,) * (5 - len(t)) for t in TMA_PERSISTENT_TILES],
+                         ids=[f"{t[0]}-{t[2][0]}x{t[2][2]}-s{t[3]}" + (f"-w{t[4]}" if len(t) > 4 else "")
+                              for t in TMA_PERSISTENT_TILES])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_persistent_box_tiles(subscripts, extents, tile, stages, dtype):
+def test_persistent_box_tiles(subscripts, extents, tile, stages, wm, dtype):
     """CTAs over several tiles (KernelConfig.persistent, kernels/gett.cuh run_tiles): one pipeline over
     the tiles' K tiles, the stage barriers' phases running on across tiles, the epilogue apart from the
-    stages; beta != 0 and a NaN-poisoned D, against numpy in float64."""
+    stages (warps of 32 rows, or 64: a lane's rows 16 apart then store in runs of 4); beta != 0 and a
+    NaN-poisoned D, against numpy in float64."""
     from gett.config import KernelConfig
-    cfg = KernelConfig("mma16", *tile, stages, wm=32, wn=32, persistent=True)
+    cfg = KernelConfig("mma16", *tile, stages, wm=wm, wn=32, persistent=True)
     plan = check_box_tile(subscripts, extents, cfg, dtype)
     from gett.config import output_tiles
     from gett.launch import launcher
