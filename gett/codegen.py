@@ -201,7 +201,10 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
         return 2   # two CTAs fit the shared memory: keep their registers in 128
     if cfg.math != "mma16" or plan.k > cfg.bk or accumulators < 64:
         return 1
-    return max(n for n in (1, 2, 3) if n == 1 or 65536 // (threads * n) >= accumulators + 16)
+    # no more than the shared memory holds: a cap for CTAs that cannot be resident only spills (768 x 32
+    # tiles over several tiles with warps of 64 rows: 80 registers, 96 bytes of spills under NVRTC 13.0)
+    fit = shared_ctas(shared_bytes(plan, cfg, *operand_layouts(plan, cfg)))
+    return max(n for n in (1, 2, 3) if n == 1 or (n <= fit and 65536 // (threads * n) >= accumulators + 16))
 
 
 def tma_views(plan, cfg: KernelConfig, layouts, arch: str | None) -> tuple | None:

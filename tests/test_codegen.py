@@ -647,6 +647,11 @@ def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
                                   op_a=leaky, op_b=leaky)
     k = build_kernel(fused, "sm_90", default_config(fused, "sm_90"))
     assert "__launch_bounds__(256, 2)" in k.source and k.report.registers <= 128, k.report
+    # no cap beyond the CTAs the shared memory holds: #8's 768 x 32 tile over several tiles, warps of 64
+    # rows (64 accumulators a thread), takes 159.5 KB, so one CTA an SM and the registers it needs
+    tall = KernelConfig("mma16", 768, 32, 32, 2, wm=64, wn=32, persistent=True)
+    assert ctas_per_sm(plan_of(8), tall) == 1
+    assert ctas_per_sm(plan_of(8), replace(tall, bm=256, persistent=False)) == 3   # 256 rows: three fit
 
 
 def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
@@ -719,13 +724,13 @@ def test_box_walks_move_vectors_along_the_box_second_side():
     assert walk(3, c_strides=True)[2] == 1
 
 
-@pytest.mark.parametrize("tccg, run", [(3, 4), (4, 4), (6, 1), (8, 1), (1, 1), (2, 1)])
+@pytest.mark.parametrize("tccg, run", [(3, 4), (4, 4), (6, 1), (7, 4), (8, 4), (1, 1), (2, 1)])
 def test_box_walks_store_a_lanes_rows_in_runs(tccg, run):
     """In a box walk whose first side is 8 rows (f16 #3/#4: 8 x 72 boxes), a lane's fragment rows that far
     apart are neighbours in the epilogue tile, so it stores 4 of them at once (kernels/gett.cuh kBoxRun);
-    #6/#8's 16-row side would make runs of 2 (4 bytes: measured no faster), #1's 12-row side none, and #2's
-    plain walk keeps single stores. The generated TCCG kernel, with a static_assert on the run appended,
-    compiles."""
+    so do #7/#8's entries (16 x 48 boxes, warps of 64 rows: rows 16 apart); #6's warps of 32 rows would
+    make runs of 2 (4 bytes: measured no faster), #1's 12-row side none, and #2's plain walk keeps single
+    stores. The generated TCCG kernel, with a static_assert on the run appended, compiles."""
     from pathlib import Path
     from gett import nvrtc
     from gett.kernel import kernel_source
