@@ -578,22 +578,26 @@ struct Gett {
     if constexpr (!kBox) return f;
     return f / EPI_TX % EPI_TY + f % EPI_TX * EPI_TY + f / (EPI_TX * EPI_TY) * (EPI_TX * EPI_TY);
   }
-  // Where walk position w of slow row s sits in the accumulator tile. Rows hold the fast dimension in
-  // walk order, so a warp's walk reads consecutive words and vectors read whole 16-byte chunks. Box
-  // walks also XOR a position's chunk (bits above the 16-byte chunk, below 128 bytes) with the next
-  // three bits: the fragment stores, whose lanes hold fast coordinates EPI_TY walk positions apart,
-  // then spread over eight chunks instead of two (a bijection: the XOR reads bits it does not change).
   // Box walks whose first side is EPI_TX long, over mma.sync fragments: a lane's rows EPI_TX apart
   // (Math::for_each_strided_run) are neighbours in the walk, runs of kBoxRun whole inside one box
   // (warps start at multiples of kWarpRows, which EPI_TX * EPI_TY is), stored at once where that makes
-  // 8 bytes or more. Their stores then spread over the banks without the XOR (a bank-conflict count of
-  // the 576-row tile: 576 wavefronts without, 896 with). H100, f16 (runner A/B, two rounds): #3 (8 x 72
-  // boxes, 4 elements a store) 49.5 -> 46.5 us, #4 52.8 -> 49.5, with C read 72 -> 59; 4-byte runs in
-  // #6-8 (16 x 48) gained nothing (#6 133.5 -> 134.4, #7 173.2 -> 179.8).
+  // 8 bytes or more. Their stores then spread over the banks without tile_index's XOR (a bank-conflict
+  // count of the 576-row tile: 576 wavefronts without, 896 with). H100, f16 (runner A/B, two rounds):
+  // #3 (8 x 72 boxes, warps of 32 rows: 4 elements a store) 49.5 -> 46.5 us, #4 52.8 -> 49.5, with C
+  // read 72 -> 59; in #6-8's 16 x 48 boxes warps of 32 rows make 4-byte runs, which gained nothing (#6
+  // 133.5 -> 134.4, #7 173.2 -> 179.8), warps of 64 rows 8-byte ones (#7/#8's entries, tile_sweep: #7
+  // 173.5 -> 161.5, #8 122.9 -> 118.0; #6 even).
   static constexpr int kStridedRun = Math::kWarpRows > 0 && EPI_TX % 8 == 0 && Math::kWarpRows % EPI_TX == 0
                                      ? Math::kWarpRows / EPI_TX : 1;
   static constexpr int kBoxRun = kBox && D_M_FAST && EPI_TY % kStridedRun == 0 &&
                                  kStridedRun * int(sizeof(TE)) >= 8 ? kStridedRun : 1;
+
+  // Where walk position w of slow row s sits in the accumulator tile. Rows hold the fast dimension in
+  // walk order, so a warp's walk reads consecutive words and vectors read whole 16-byte chunks. Box
+  // walks of single stores (kBoxRun 1) also XOR a position's chunk (bits above the 16-byte chunk, below
+  // 128 bytes) with the next three bits: the fragment stores, whose lanes hold fast coordinates EPI_TY
+  // walk positions apart, then spread over eight chunks instead of two (a bijection: the XOR reads bits
+  // it does not change).
   static constexpr int EPI_CHUNK = 16 / int(sizeof(TE)) > 0 ? 16 / int(sizeof(TE)) : 1;
   __device__ __forceinline__ static int tile_index(int s, int w) {
     if constexpr (kBox && kBoxRun == 1 && FAST % (8 * EPI_CHUNK) == 0) w ^= (w / (8 * EPI_CHUNK) % 8) * EPI_CHUNK;
