@@ -186,6 +186,9 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
     little."""
     threads = cfg.threads
     accumulators = cfg.bm * cfg.bn // threads
+
+    def resident() -> int:   # CTAs the shared memory holds
+        return shared_ctas(shared_bytes(plan, cfg, *operand_layouts(plan, cfg)))
     if cfg.math == "mma16" and accumulators <= 32 and threads <= 256:
         return 2
     if cfg.math == "wgmma" and cfg.swap:
@@ -193,17 +196,16 @@ def ctas_per_sm(plan, cfg: KernelConfig) -> int:
         # holds, up to 4, leaving 40 registers a thread beyond the accumulators; three for #9-11, with
         # leaky ReLU on A, B and C too (80 registers, no spills): fused 109.1 -> 87.9 us on #9, 108.4
         # -> 87.8 on #10, 104.9 -> 84.6 on #11 against two (H100, fusion.py A/B, two rounds)
-        fit = shared_ctas(shared_bytes(plan, cfg, *operand_layouts(plan, cfg)))
+        fit = resident()
         need = cfg.bm * cfg.bn // cfg.math_threads + 40
         return max(n for n in range(1, 5) if n == 1 or (n <= fit and 65536 // (threads * n) // 8 * 8 >= need))
-    if (cfg.math == "wgmma" and threads == 256 and loads_have_ops(plan)
-            and shared_ctas(shared_bytes(plan, cfg, *operand_layouts(plan, cfg))) >= 2):
+    if cfg.math == "wgmma" and threads == 256 and loads_have_ops(plan) and resident() >= 2:
         return 2   # two CTAs fit the shared memory: keep their registers in 128
     if cfg.math != "mma16" or plan.k > cfg.bk or accumulators < 64:
         return 1
     # no more than the shared memory holds: a cap for CTAs that cannot be resident only spills (768 x 32
     # tiles over several tiles with warps of 64 rows: 80 registers, 96 bytes of spills under NVRTC 13.0)
-    fit = shared_ctas(shared_bytes(plan, cfg, *operand_layouts(plan, cfg)))
+    fit = resident()
     return max(n for n in (1, 2, 3) if n == 1 or (n <= fit and 65536 // (threads * n) >= accumulators + 16))
 
 

@@ -407,8 +407,8 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
     x 80 (x 96: 38.1; H100, tile_sweep, session 29)."""
     if cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536:
         k_major = not _layouts(plan, cfg)[0].row_contig
-        whole = -(-plan.k // 16) * 16
-        bk = whole if cfg.bk < plan.k <= (96 if k_major else 64) and (k_major or plan.k % 16 == 0) else cfg.bk
+        one_tile = cfg.bk < plan.k <= (96 if k_major else 64) and (k_major or plan.k % 16 == 0)
+        bk = round_up(plan.k, 16) if one_tile else cfg.bk
         return _tall_tile(plan, replace(cfg, bm=256, wm=32, bk=bk))
     for group, tile, extent in (("M", cfg.bm, plan.m), ("N", cfg.bn, plan.n)):
         table = plan.tables[group]
