@@ -36,7 +36,8 @@ class KernelConfig:
     swap: bool = False   # wgmma only: B's tile is the instruction's rows (64 a warpgroup), A's its width
     persistent: bool = False   # a few CTAs per SM, each over several tiles: mma16 (A a TMA box tile) or ws
     lanes_m: bool = False   # simt only: a warp's lanes run along M, not N (epilogue stores where D is M-fast)
-    resident_b: bool = False   # persistent wgmma producer: a CTA's tiles share a column, its B tile (all of K) stays
+    resident: str = ""   # "a" or "b", wgmma producer over several tiles: that operand's tile (all of K) stays in
+    #                      shared memory, a CTA's tiles sharing its row (column) of tiles
 
     @property
     def min_stages(self) -> int:
@@ -81,9 +82,11 @@ class KernelConfig:
             raise ValueError(f"swapped operands (swap) need the wgmma path, not {self.math}")
         if self.lanes_m and self.math != "simt":
             raise ValueError(f"lanes along M (lanes_m) need the simt path, not {self.math}")
-        if self.resident_b and not (self.math == "wgmma" and self.ws and self.persistent and not self.swap):
-            raise ValueError("a resident B tile (resident_b) needs a wgmma producer over several tiles (ws, "
-                             "persistent) without swap")
+        if self.resident not in ("", "a", "b"):
+            raise ValueError(f"resident must be '', 'a' or 'b', got {self.resident!r}")
+        if self.resident and not (self.math == "wgmma" and self.ws and self.persistent and not self.swap):
+            raise ValueError(f"a resident {self.resident.upper()} tile (resident) needs a wgmma producer over several "
+                             f"tiles (ws, persistent) without swap")
         if self.persistent and (self.math != "mma16" and not self.ws or self.split_k > 1):
             raise ValueError(f"CTAs over several tiles (persistent) need the mma16 path or a producer warpgroup "
                              f"(ws), without split K, not {self.math}{' ws' if self.ws else ''} with split_k "
@@ -125,7 +128,7 @@ class KernelConfig:
         swap = "_swap" if self.swap else ""
         persistent = "_p" if self.persistent else ""
         lanes = "_lm" if self.lanes_m else ""
-        resident = "_rb" if self.resident_b else ""
+        resident = f"_r{self.resident}" if self.resident else ""
         return (f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}{swap}"
                 f"{persistent}{lanes}{resident}")
 
@@ -294,10 +297,12 @@ def _producer_tile(plan) -> KernelConfig | None:
     Where K is split (M and N in the hundreds, K in the tens of thousands), the same tile runs one tile a
     CTA, in one round of CTAs (split_k_for; session 25, tune_tccg.py): #13 ``ab-acd-dbc`` 85.6 -> 70.4
     us against 128 x 128 s3 k29, #14 ``ab-cad-dcb`` (A staged) 121.3 -> 113.3.
-    Over several tiles and one batch, B's tile for all of K stays in shared memory (``resident_b``: a CTA's
-    tiles share one column) where it fits with 4 stages of A, else 3, so the tiles after a CTA's first read
-    only A through L2 (tile_sweep, session 30): #15 63.5 -> 53.3 us (3 stages 56.4), #18 70.6 -> 55.0 (58.8),
-    #17 73.5 -> 62.4 as 128 x 192 s3 (128 x 128 s4 64.8)."""
+    Over several tiles and one batch, the tile for all of K of the operand with fewer tiles stays in shared
+    memory (``resident``: a CTA's tiles share one column, or row) where it fits, with 4 stages, else 3, of the
+    other, which then is all that the tiles after a CTA's first read through L2 (tile_sweep, session 30): B
+    as wide as it is, #15 63.5 -> 53.3 us (3 stages 56.4), #18 70.6 -> 55.0 (58.8), #17 73.5 -> 62.4 as 128 x
+    192 s3 (128 x 128 s4 64.8); A with a narrower width, #16 72.8 -> 63.6 as 128 x 128 s4 (128 x 192 s3
+    65.4)."""
     from .codegen import shared_bytes, shared_ctas
     if loads_have_ops(plan) or plan.beta_hint:   # (no hint: the common beta = 0 is worth more)
         return None
@@ -310,9 +315,17 @@ def _producer_tile(plan) -> KernelConfig | None:
         return None
     if split_k_for(plan, cfg) > 1:   # K split (default_config's split_k_for): one tile a CTA
         cfg = replace(cfg, persistent=False)
-    resident = [replace(cfg, resident_b=True)] if cfg.persistent and plan.batch == 1 else []
-    return next((replace(c, stages=s) for c in resident + [cfg] for s in (4, 3)
-                 if shared_ctas(shared_bytes(tiled, replace(c, stages=s), a, b)) >= 1), None)
+    candidates = [replace(cfg, stages=s) for s in (4, 3)]
+    if cfg.persistent and plan.batch == 1:
+        if -(-plan.n // cfg.bn) <= -(-plan.m // cfg.bm):   # B the smaller operand: its tile stays, as wide
+            resident = [replace(c, resident="b") for c in candidates]
+        else:   # A's tile stays, the width narrowed to fit: 4 stages first, then 3
+            resident = [replace(c, resident="a", bn=w) for c in candidates for w in widths[::-1] if w <= cfg.bn]
+        candidates = resident + candidates
+    def fits(c):
+        tiled_c, a_c, b_c = _tiled_layouts(plan, c)
+        return shared_ctas(shared_bytes(tiled_c, c, a_c, b_c)) >= 1
+    return next((c for c in candidates if fits(c)), None)
 
 
 def _waves(plan, cfg: KernelConfig) -> int:

@@ -106,9 +106,9 @@ class Launcher:
                 registers = cupy.cuda.driver.funcGetAttribute(_NUM_REGS, self._fn.ptr)
                 sms = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
             ctas = min(ctas, sms * resident_ctas(kernel, registers))
-            if cfg.resident_b:   # whole rows of column tiles, so that each CTA's tiles keep one column (gett.cuh)
-                columns = -(-plan.n // cfg.bn)
-                ctas = max(columns, ctas // columns * columns)
+            if cfg.resident:   # whole rows (columns) of tiles, so that each CTA's tiles keep one column (row)
+                line = -(-plan.n // cfg.bn) if cfg.resident == "b" else -(-plan.m // cfg.bm)
+                ctas = max(line, ctas // line * line)
         self._grid = _grid(ctas)
         self._block = (kernel.threads, 1, 1)
         self._shared = kernel.shared_bytes

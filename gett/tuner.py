@@ -61,7 +61,7 @@ def _closeness(cfg: KernelConfig, base: KernelConfig) -> tuple:
     return (log2(cfg.bm, base.bm) + log2(cfg.bn, base.bn) + log2(cfg.bk, base.bk)
             + abs(cfg.stages - base.stages) + shape + log2(cfg.split_k, base.split_k)
             + 0.5 * (cfg.ws != base.ws) + 0.5 * (cfg.swap != base.swap) + 0.5 * (cfg.persistent != base.persistent)
-            + 0.5 * (cfg.lanes_m != base.lanes_m) + 0.5 * (cfg.resident_b != base.resident_b), cfg.key())
+            + 0.5 * (cfg.lanes_m != base.lanes_m) + 0.5 * (cfg.resident != base.resident), cfg.key())
 
 
 def _valid(cfg: KernelConfig) -> bool:
@@ -75,7 +75,7 @@ def _valid(cfg: KernelConfig) -> bool:
 def _wgmma_configs(plan, arch: str) -> list:
     """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 3 to 5 stages, with
     and without a producer warpgroup (ws), and a producer over several tiles (persistent) where K is not
-    split, also with B's tile resident (one batch); 192 rows of 192 to 240 columns (valid with a producer loading by TMA only); for M up to 128 also
+    split, also with A's or B's tile resident (one batch); 192 rows of 192 to 240 columns (valid with a producer loading by TMA only); for M up to 128 also
     swapped ones (M the instruction's width, the smallest that covers it, over 64 to 256 rows of N)."""
     if not has_wgmma(arch) or math_path(plan) != "mma16":
         return []
@@ -87,7 +87,8 @@ def _wgmma_configs(plan, arch: str) -> list:
                for (bm, bn, swap), stages, ws in product(shapes, (3, 4, 5), (False, True))
                for cfg in [KernelConfig("wgmma", bm, bn, 64, stages, ws=ws, swap=swap)] if _valid(cfg)]
     persistent = [dataclasses.replace(cfg, persistent=True) for cfg in configs if cfg.ws and cfg.split_k == 1]
-    resident = [dataclasses.replace(cfg, resident_b=True) for cfg in persistent if not cfg.swap and plan.batch == 1]
+    resident = [dataclasses.replace(cfg, resident=r) for cfg in persistent for r in "ab"
+                if not cfg.swap and plan.batch == 1]
     return configs + persistent + resident
 
 

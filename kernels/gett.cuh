@@ -30,12 +30,13 @@ namespace gett {
 // its threads does it, a box per operand tile, through the tensor maps of A and B (tma.cuh). PERSIST:
 // a grid of a few CTAs per SM, each running tiles blockIdx.x, blockIdx.x + gridDim.x, ... through one
 // pipeline (run_tiles; with WS, run_tiles_ws), so the next tiles' loads are in flight while a tile's
-// epilogue runs. RESIDENT_B (PERSIST with WS): a CTA's tiles share one column of tiles, whose B tile, all
-// of K, its first tile loads into shared memory to stay; later tiles load only A's K tiles.
+// epilogue runs. RESIDENT 'A' or 'B' (PERSIST with WS): a CTA's tiles share one row (column) of tiles,
+// whose A (B) tile, all of K, its first tile loads into shared memory to stay; later tiles load only the
+// other operand's K tiles.
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
           int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
           int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false, bool TMA = false,
-          bool PERSIST = false, class StoreD = NoTmaStore, bool RESIDENT_B = false>
+          bool PERSIST = false, class StoreD = NoTmaStore, char RESIDENT = 0>
 struct Gett {
   static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
   static_assert(EPI_CROSS == 1 || (EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_RUN == 0 &&
@@ -51,8 +52,10 @@ struct Gett {
   static constexpr int USED_STAGES = PERSIST ? STAGES
                                    : K_TILES_PER_SPLIT < 1 ? 1 : K_TILES_PER_SPLIT < STAGES ? K_TILES_PER_SPLIT : STAGES;
   static constexpr int K_TILES = int((P::K + BK - 1) / BK);
-  static constexpr int B_SLOTS = RESIDENT_B ? K_TILES : USED_STAGES;   // B's tiles in shared memory
-  static constexpr int PIPE_BYTES = USED_STAGES * A_STAGE_BYTES + B_SLOTS * B_STAGE_BYTES;
+  static constexpr bool RESIDENT_A = RESIDENT == 'A', RESIDENT_B = RESIDENT == 'B';
+  static constexpr int A_SLOTS = RESIDENT_A ? K_TILES : USED_STAGES;   // A's tiles in shared memory
+  static constexpr int B_SLOTS = RESIDENT_B ? K_TILES : USED_STAGES;   // B's
+  static constexpr int PIPE_BYTES = A_SLOTS * A_STAGE_BYTES + B_SLOTS * B_STAGE_BYTES;
   // The epilogue tile holds C, then D, as they are stored (half the bytes of f32 accumulators for 16-bit
   // data); the planner gives C and D one type.
   using TE = typename P::TD;
@@ -102,8 +105,9 @@ struct Gett {
                                    SPLIT == 1 && P::L == 1 && P::N <= BN),
                 "a CTA over several tiles: A a TMA box tile, B copied asynchronously, one column of tiles, one batch");
   static_assert(!PERSIST || !WS || SPLIT == 1, "a producer over several tiles: no split K");
-  static_assert(!RESIDENT_B || (PERSIST && WS && SPLIT == 1 && P::L == 1 && !LoadB::kHasOp && !LoadB::kTransposes),
-                "a resident B tile: a producer over several tiles, one batch, B copied as it is");
+  static_assert(RESIDENT == 0 || ((RESIDENT_A || RESIDENT_B) && PERSIST && WS && SPLIT == 1 && P::L == 1 &&
+                                   !(RESIDENT_A ? LoadA::kHasOp || LoadA::kTransposes : LoadB::kHasOp || LoadB::kTransposes)),
+                "a resident A or B tile: a producer over several tiles, one batch, the operand copied as it is");
   static_assert(!StoreD::kTma || (PERSIST && WS && SPLIT == 1 && P::L == 1),
                 "D stored through the TMA by a producer kernel over several tiles, one batch");
 
@@ -115,6 +119,7 @@ struct Gett {
     long long l, m0, n0;   // batch index, first row, first column
   };
   __device__ __forceinline__ static Origin origin(long long tile) {
+    if constexpr (RESIDENT_A) return {0, tile % TILES_M * BM, tile / TILES_M * BN};   // rows fastest
     if constexpr (RESIDENT_B) return {0, tile / TILES_N * BM, tile % TILES_N * BN};   // columns fastest
     const long long t = tile % (TILES_M * TILES_N);
     const long long first_m = t / (GROUP_M * TILES_N) * GROUP_M;
@@ -207,9 +212,12 @@ struct Gett {
     return reinterpret_cast<typename P::TA*>(smem_base()) + s * LoadA::STAGE_ELEMS;
   }
   __device__ __forceinline__ static typename P::TB* stage_b(int s) {
-    return reinterpret_cast<typename P::TB*>(smem_base() + USED_STAGES * A_STAGE_BYTES) + s * LoadB::STAGE_ELEMS;
+    return reinterpret_cast<typename P::TB*>(smem_base() + A_SLOTS * A_STAGE_BYTES) + s * LoadB::STAGE_ELEMS;
   }
-  // B's tile for the CTA's t-th K tile, the kt-th of its output tile: stage t's, or the resident kt-th.
+  // A's (B's) tile for the CTA's t-th K tile, the kt-th of its output tile: stage t's, or the resident kt-th.
+  __device__ __forceinline__ static typename P::TA* tile_a(int t, int kt) {
+    return stage_a(RESIDENT_A ? kt : t % STAGES);
+  }
   __device__ __forceinline__ static typename P::TB* tile_b(int t, int kt) {
     return stage_b(RESIDENT_B ? kt : t % STAGES);
   }
@@ -384,7 +392,7 @@ struct Gett {
       if (t < k_tiles) {
         const int s = (t0 + t) % STAGES;
         wait_empty(empty, t0 + t);
-        load_a.issue(stage_a(s), k_first + t);
+        if (!RESIDENT_A || t0 == 0) load_a.issue(tile_a(t0 + t, t), k_first + t);
         if (!RESIDENT_B || t0 == 0) load_b.issue(tile_b(t0 + t, t), k_first + t);
         if constexpr (kStagedLoads) {   // the staged tile waits for its loads; then one arrival for both
           cp_async_commit();
@@ -447,11 +455,13 @@ struct Gett {
   // A CTA's tiles: blockIdx.x, then every tile_step()-th. With a resident B that step is the CTAs of whole
   // rows of TILES_N (the host launches a multiple of TILES_N; any beyond get none), so that, tiles running
   // along a row first (origin), a CTA's tiles keep one column; fewer CTAs than a row would leave D unwritten.
+  // A resident A likewise, in columns of TILES_M.
+  static constexpr long long kResidentTiles = RESIDENT_A ? TILES_M : RESIDENT_B ? TILES_N : 1;
   __device__ __forceinline__ static long long tile_step() {
-    return RESIDENT_B ? (long long)gridDim.x / TILES_N * TILES_N : (long long)gridDim.x;
+    return (long long)gridDim.x / kResidentTiles * kResidentTiles;
   }
   __device__ __forceinline__ static long long first_tile() {
-    if constexpr (RESIDENT_B) {
+    if constexpr (RESIDENT != 0) {
       if (tile_step() == 0) __trap();
       return blockIdx.x < tile_step() ? (long long)blockIdx.x : TILES;
     }
@@ -551,10 +561,11 @@ struct Gett {
     for (int t = 0; t < k_tiles; ++t) {
       const int s = (t0 + t) % STAGES;
       wait_empty(empty, t0 + t);
-      const bool load_b = !RESIDENT_B || t0 == 0;   // a resident B: the CTA's first tile loads it
-      mbarrier_arrive_expect_bytes(&full[s], A_STAGE_BYTES + (load_b ? B_STAGE_BYTES : 0));
+      // a resident operand: the CTA's first tile loads it
+      const bool load_a = !RESIDENT_A || t0 == 0, load_b = !RESIDENT_B || t0 == 0;
+      mbarrier_arrive_expect_bytes(&full[s], (load_a ? A_STAGE_BYTES : 0) + (load_b ? B_STAGE_BYTES : 0));
       const int k0 = (k_first + t) * BK;
-      tma_load_tile<typename P::TA, BM, BK, LoadA::kRowContig>(stage_a(s), map_a, m0, k0, &full[s]);
+      if (load_a) tma_load_tile<typename P::TA, BM, BK, LoadA::kRowContig>(tile_a(t0 + t, t), map_a, m0, k0, &full[s]);
       if (load_b) tma_load_tile<typename P::TB, BN, BK, LoadB::kRowContig>(tile_b(t0 + t, t), map_b, n0, k0, &full[s]);
     }
   }
@@ -572,11 +583,11 @@ struct Gett {
       const int k_valid = k_left < BK ? int(k_left) : BK;
       if constexpr (Math::kAsyncMath) {
         if constexpr (!TMA) fence_proxy_async();   // the stage's generic-proxy writes, seen by wgmma's async proxy
-        math.compute(stage_a(t % STAGES), tile_b(t, kt), k_valid);
+        math.compute(tile_a(t, kt), tile_b(t, kt), k_valid);
         math.template wait<1>();   // this warp's MMAs of tile t - 1 are done: release its stage
         if (kt > 0 && releases) mbarrier_arrive(&empty[(t - 1) % STAGES]);
       } else {
-        math.compute(stage_a(t % STAGES), tile_b(t, kt), k_valid);
+        math.compute(tile_a(t, kt), tile_b(t, kt), k_valid);
         __syncwarp();   // every lane's reads of the stage are done
         if (releases) mbarrier_arrive(&empty[t % STAGES]);
       }

@@ -321,7 +321,7 @@ def test_three_math_warpgroups_compile_without_spills(bn):
 
 @pytest.mark.parametrize("b_modes,n,bn,stages", [("kn", 296, 160, 4), ("nk", 312, 192, 3)])
 def test_resident_b_kernels_hold_all_of_k_and_compile_without_spills(b_modes, n, bn, stages):
-    """A resident B tile (``resident_b``, TCCG #15/#17's shapes, K-major and N-major B): the shared memory
+    """A resident B tile (``resident`` "b", TCCG #15/#17's shapes, K-major and N-major B): the shared memory
     holds the A stages, B's tile for every K tile (K = 312: five of 64) and the epilogue tile; the host's
     size agrees with the kernel's (a static_assert), under the launch bounds of one CTA an SM, no spills."""
     m, k = 92352, 312
@@ -329,19 +329,22 @@ def test_resident_b_kernels_hold_all_of_k_and_compile_without_spills(b_modes, n,
     b = gett.TensorDescriptor(tuple(ext[x] for x in b_modes), (1, ext[b_modes[0]]), "f16")
     plan = gett.plan_contraction(gett.TensorDescriptor((m, k), (1, m), "f16"), "mk", b, b_modes,
                                  gett.TensorDescriptor((m, n), (1, m), "f16"), "mn")
-    cfg = KernelConfig("wgmma", 128, bn, 64, stages, ws=True, persistent=True, resident_b=True)
+    cfg = KernelConfig("wgmma", 128, bn, 64, stages, ws=True, persistent=True, resident="b")
     k_ = build_kernel(plan, "sm_90", cfg)
-    plain = build_kernel(plan, "sm_90", replace(cfg, resident_b=False))
+    plain = build_kernel(plan, "sm_90", replace(cfg, resident=""))
     assert k_.shared_bytes - plain.shared_bytes == (5 - stages) * bn * 64 * 2
     assert k_.report.spill_stores == 0 and k_.report.spill_loads == 0, k_.report
-    assert cfg.key().endswith("_p_rb") and ", gett::NoTmaStore, true>;" in k_.source
+    assert cfg.key().endswith("_p_rb") and ", gett::NoTmaStore, 'B'>;" in k_.source
 
 
-def test_resident_b_needs_a_wgmma_producer_over_several_tiles():
-    for bad in (KernelConfig("wgmma", 128, 160, 64, 4, ws=True, resident_b=True),
-                KernelConfig("wgmma", 128, 160, 64, 4, persistent=True, resident_b=True),
-                KernelConfig("wgmma", 128, 128, 64, 4, ws=True, persistent=True, swap=True, resident_b=True),
-                KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True, persistent=True, resident_b=True)):
+def test_resident_tiles_need_a_wgmma_producer_over_several_tiles():
+    with pytest.raises(ValueError, match="resident must be '', 'a' or 'b'"):
+        KernelConfig("wgmma", 128, 160, 64, 4, ws=True, persistent=True, resident="c").validate()
+    assert KernelConfig("wgmma", 128, 160, 64, 4, ws=True, persistent=True, resident="a").key().endswith("_p_ra")
+    for bad in (KernelConfig("wgmma", 128, 160, 64, 4, ws=True, resident="b"),
+                KernelConfig("wgmma", 128, 160, 64, 4, persistent=True, resident="b"),
+                KernelConfig("wgmma", 128, 128, 64, 4, ws=True, persistent=True, swap=True, resident="b"),
+                KernelConfig("simt", 128, 128, 24, 4, tm=8, tn=8, ws=True, persistent=True, resident="b")):
         with pytest.raises(ValueError, match="resident B tile"):
             bad.validate()
 
@@ -457,13 +460,13 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert (config(33).bm, config(33).bn) == (128, 128)
     assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (192, 216)   # B K-major: see test_tma
     # N or M in the hundreds: 128 rows, a producer over several tiles, the narrowest width of the fewest
-    # column tiles (N = 296, B K-major: 160; N = 312, B N-major: 192; N = 92352: 256, 3 stages); B's tile
-    # for all of K resident where the shared memory holds it with 4 stages of A (#15, #18), else 3 (#17),
-    # not where it holds neither (#16: 256 x 320)
+    # column tiles (N = 296, B K-major: 160; N = 312, B N-major: 192); the tile for all of K of the operand
+    # with fewer tiles resident: B where the shared memory holds it with 4 stages of A (#15, #18), else 3
+    # (#17); A (M = 312 against N = 92352) with the width narrowed to 128 for 4 stages of B (#16)
     tiles = {i: (config(i).bm, config(i).bn, config(i).stages, config(i).ws, config(i).persistent,
-                 config(i).resident_b) for i in (15, 16, 17, 18)}
-    assert tiles == {15: (128, 160, 4, True, True, True), 16: (128, 256, 3, True, True, False),
-                     17: (128, 192, 3, True, True, True), 18: (128, 160, 4, True, True, True)}
+                 config(i).resident) for i in (15, 16, 17, 18)}
+    assert tiles == {15: (128, 160, 4, True, True, "b"), 16: (128, 128, 4, True, True, "a"),
+                     17: (128, 192, 3, True, True, "b"), 18: (128, 160, 4, True, True, "b")}
     # K split (312 x 296 outputs, K = 92352): the same producer tile one tile a CTA, 6 tiles x 22 = 132 CTAs
     assert config(13) == KernelConfig("wgmma", 128, 160, 64, 4, ws=True, split_k=22)
     for i in (9, 10, 11):   # M = 72 in one tile: wgmma 72 (swapped) x 128 on Hopper, else mma.sync 96 x 128

@@ -413,24 +413,31 @@ def test_persistent_warp_specialised_kernels(rows, cols, stages, batch, swap, be
     assert err < 2e-3, f"relative error {err:.2e}"
 
 
-# (A, B, D as (modes, extents), tile, stages, TMA): producers over several tiles whose B tile stays resident
-RESIDENT_B_CASES = [
+# (A, B, D as (modes, extents), tile, stages, resident operand, TMA): producers over several tiles whose A or B
+# tile stays resident
+RESIDENT_CASES = [
     # TCCG #15's pattern at a smaller M: K-major B, 2 column tiles, K = 312 (5 K tiles, the last partial), TMA
-    (("mk", (20000, 312)), ("nk", (296, 312)), ("mn", (20000, 296)), (128, 160), 4, True),
+    (("mk", (20000, 312)), ("nk", (296, 312)), ("mn", (20000, 296)), (128, 160), 4, "b", True),
     # #18's: A's M modes (a, c) not one stride (a = 100: tiles cross c), an N-major B, 192 wide, cp.async
-    (("cka", (205, 296, 100)), ("kn", (296, 312)), ("can", (205, 100, 312)), (128, 192), 3, False),
+    (("cka", (205, 296, 100)), ("kn", (296, 312)), ("can", (205, 100, 312)), (128, 192), 3, "b", False),
     # 5 column tiles (130 CTAs), K = 200 (the last K tile 8 deep), M past its last tile
-    (("mk", (6000, 200)), ("nk", (600, 200)), ("mn", (6000, 600)), (128, 128), 4, True),
+    (("mk", (6000, 200)), ("nk", (600, 200)), ("mn", (6000, 600)), (128, 128), 4, "b", True),
+    # #16's: A resident (M = 312: 3 row tiles, M-major), N's modes (b, c) not one stride, cp.async
+    (("km", (296, 312)), ("ckb", (205, 296, 100)), ("cbm", (205, 100, 312)), (128, 192), 3, "a", False),
+    # A resident, K-major A, N-major B, TMA; N past its last tile
+    (("mk", (300, 200)), ("kn", (200, 30000)), ("mn", (300, 30000)), (128, 128), 4, "a", True),
 ]
 
 
-@pytest.mark.parametrize("a,b,d,tile,stages,tma", RESIDENT_B_CASES, ids=["k-major-tma", "n-major-async", "5-columns"])
+@pytest.mark.parametrize("a,b,d,tile,stages,resident,tma", RESIDENT_CASES,
+                         ids=["b-k-major-tma", "b-n-major-async", "b-5-columns", "a-async", "a-tma"])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
-def test_producers_keep_a_resident_b_tile(a, b, d, tile, stages, tma, beta):
-    """A resident B tile (KernelConfig.resident_b, kernels/gett.cuh): a CTA's tiles share one column, its
-    first tile loads B's tile for all of K next to A's K tiles, the later tiles only A's; the host launches
-    whole rows of column tiles. M, N and K past their last tiles, a grid smaller than the tiles, beta != 0,
-    a NaN-poisoned D, against numpy in float64."""
+def test_producers_keep_a_resident_tile(a, b, d, tile, stages, resident, tma, beta):
+    """A resident A or B tile (KernelConfig.resident, kernels/gett.cuh): a CTA's tiles share one row or
+    column, its first tile loads the resident operand's tile for all of K next to the other's K tiles, the
+    later tiles only the other's; the host launches whole columns (rows) of row (column) tiles. M, N and K
+    past their last tiles, a grid smaller than the tiles, beta != 0, a NaN-poisoned D, against numpy in
+    float64."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
     from gett.config import KernelConfig, output_tiles
@@ -441,12 +448,12 @@ def test_producers_keep_a_resident_b_tile(a, b, d, tile, stages, tma, beta):
     B = cp.asarray(random_values(rng, math.prod(sb), "f16").reshape(sb).astype(np.float16))
     c = random_values(rng, math.prod(sd), "f16").reshape(sd).astype(np.float16)
     C, D = cp.asarray(c), cp.full(sd, np.nan, dtype=cp.float16)
-    config = KernelConfig("wgmma", *tile, 64, stages, ws=True, persistent=True, resident_b=True)
+    config = KernelConfig("wgmma", *tile, 64, stages, ws=True, persistent=True, resident=resident)
     plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=beta, config=config)
     assert plan.kernel().config == config and (plan.kernel().tma is not None) == tma
-    columns = -(-plan.n // tile[1])
+    line = -(-plan.n // tile[1]) if resident == "b" else -(-plan.m // tile[0])
     grid = launcher(plan, cp.cuda.Device().id, "cupy")._grid[0]
-    assert grid % columns == 0 and grid < output_tiles(plan, config) / 1.5, (grid, columns)
+    assert grid % line == 0 and grid < output_tiles(plan, config) / 1.5, (grid, line)
     gett.contract(plan, 1.5, A, B, beta, C, D)
     expect = 1.5 * np.einsum(f"{ma},{mb}->{md}", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
     expect += beta * c.astype(np.float64)

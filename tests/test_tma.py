@@ -351,15 +351,15 @@ def test_tiles_of_a_few_hundred_columns_take_a_persistent_producer_with_the_fewe
     would apply it alone), where K is split, or where the plan reads C (beta hint 1)."""
     def tile(m, n, k, b_modes, d_dtype="f16", **kw):
         cfg = default_config(gemm(m, n, k, b_modes=b_modes, d_dtype=d_dtype, **kw), "sm_90")
-        return cfg.bm, cfg.bn, cfg.stages, cfg.ws, cfg.persistent, cfg.split_k, cfg.resident_b
+        return cfg.bm, cfg.bn, cfg.stages, cfg.ws, cfg.persistent, cfg.split_k, cfg.resident
     # B's tile for all of K resident where it fits with 4 stages of A, else 3 (N-major 192 x 320), not with an
-    # f32 D's epilogue tile, nor for 256 columns
-    assert tile(92352, 296, 312, "nk") == (128, 160, 4, True, True, 1, True)
-    assert tile(92352, 296, 312, "nk", d_dtype="f32") == (128, 160, 3, True, True, 1, False)
-    assert tile(92352, 312, 296, "kn") == (128, 192, 3, True, True, 1, True)
-    assert tile(312, 92352, 296, "kn") == (128, 256, 3, True, True, 1, False)
-    assert tile(92352, 296, 312, "nk", op_a=gett.ops.relu) == (128, 128, 3, False, False, 1, False)
-    assert tile(92352, 296, 312, "nk", beta=1.0) == (128, 128, 3, False, False, 1, False)   # C read: two CTAs an SM
+    # f32 D's epilogue tile; A's where M has the fewer tiles, 128 wide for 4 stages of B
+    assert tile(92352, 296, 312, "nk") == (128, 160, 4, True, True, 1, "b")
+    assert tile(92352, 296, 312, "nk", d_dtype="f32") == (128, 160, 3, True, True, 1, "")
+    assert tile(92352, 312, 296, "kn") == (128, 192, 3, True, True, 1, "b")
+    assert tile(312, 92352, 296, "kn") == (128, 128, 4, True, True, 1, "a")
+    assert tile(92352, 296, 312, "nk", op_a=gett.ops.relu) == (128, 128, 3, False, False, 1, "")
+    assert tile(92352, 296, 312, "nk", beta=1.0) == (128, 128, 3, False, False, 1, "")   # C read: two CTAs an SM
     split = tile(312, 296, 92352, "nk")
     assert not split[4] and split[5] > 1 and not split[6]
 
@@ -372,8 +372,8 @@ def test_a_persistent_producer_keeps_its_epilogue_apart_and_compiles_without_spi
     plan = gemm(92352, 296, 312, b_modes="nk", d_dtype="f16")
     cfg = default_config(plan, "sm_90")
     src, smem, threads, tma = render_kernel(tile_plan(plan, cfg), cfg, arch="sm_90")
-    assert threads == 384 and tma is not None and cfg.resident_b
-    assert src.split("using Kernel = ")[1].split(";")[0].endswith("true, true, true, gett::NoTmaStore, true>")
+    assert threads == 384 and tma is not None and cfg.resident == "b"
+    assert src.split("using Kernel = ")[1].split(";")[0].endswith("true, true, true, gett::NoTmaStore, 'B'>")
     assert smem == 4 * 128 * 64 * 2 + 5 * 160 * 64 * 2 + 128 * 168 * 2 + 2 * (128 + 160) * 4 + 2 * 4 * 8
     kernel = plan.kernel("sm_90")
     assert kernel.config == cfg and kernel.shared_bytes == smem and kernel.report.spill_stores == 0
