@@ -46,10 +46,17 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) 
   }
 }
 
-// The inverse of ldmatrix_x4<false> (sm_90): lane i gives the row address of matrix i/8, row i%8.
+// The inverse of ldmatrix_x4 (sm_90): lane i gives the row address of matrix i/8, row i%8 (TRANSPOSE: that
+// row receives the matrix's column i%8).
+template <bool TRANSPOSE = false>
 __device__ __forceinline__ void stmatrix_x4(void* smem, const unsigned (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_address(smem)),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
+  if constexpr (TRANSPOSE) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_address(smem)),
+                 "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
+  } else {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_address(smem)),
+                 "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
+  }
 }
 
 }  // namespace gett

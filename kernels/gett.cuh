@@ -711,7 +711,9 @@ struct Gett {
   // (Two instances: a per-element test of beta would be predicated, its instructions issued anyway.)
   template <bool READ_C>
   __device__ __forceinline__ static void combine(const Math& math, TE* tile, Acc alpha, Acc beta) {
-    if constexpr (kPairs) {
+    if constexpr (kMatrixStores && !READ_C) {
+      combine_blocks(math, tile, alpha);
+    } else if constexpr (kPairs) {
       math.for_each_pair([&](int r, int c, Acc v0, Acc v1) {
         const Acc v[2] = {v0, v1};
         combine_run<READ_C>(tile, tile_position(r, c), v, alpha, beta);
@@ -731,6 +733,27 @@ struct Gett {
       });
     }
   }
+  // Where M is a plain walk's fast side in a 16-bit tile of 16-byte aligned rows, wgmma's accumulators go
+  // to the tile as transposed 8 x 8 blocks, four a stmatrix (a row of the tile: 8 consecutive m of one n),
+  // instead of one 16-bit store each.
+  static constexpr bool kMatrixStores = Math::kBlockQuads && sizeof(TE) == 2 && D_M_FAST && !kBox &&
+                                        EPI_LD % 8 == 0;
+  __device__ __forceinline__ static void combine_blocks(const Math& math, TE* tile, Acc alpha) {
+    const int lane = threadIdx.x % 32, j = lane / 8;
+    math.for_each_block_quad([&](int r0, int c0, const Acc (&v)[8]) {
+      unsigned x[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        Vec<TE, 2> pair;
+        pair.v[0] = convert<TE>(OpOut{}(alpha * v[2 * i]));
+        pair.v[1] = convert<TE>(OpOut{}(alpha * v[2 * i + 1]));
+        x[i] = *reinterpret_cast<const unsigned*>(&pair);
+      }
+      // lane's row: column lane % 8 of matrix j, from its first row on
+      stmatrix_x4<true>(&tile[tile_position(r0 + j % 2 * 8, c0 + j / 2 * 8 + lane % 8)], x);
+    });
+  }
+
   // R accumulators that are neighbours in the tile, at p, ..., p + R - 1: one store.
   template <bool READ_C, int R>
   __device__ __forceinline__ static void combine_run(TE* tile, int p, const Acc (&v)[R], Acc alpha, Acc beta) {

@@ -98,6 +98,22 @@ struct WarpFragments {
       f(r, c + 1, v1);
     });
   }
+  // Every accumulator in a warp's 16 x 16 blocks of four 8 x 8 matrices (rows r0 | r0 + 8 by columns c0 |
+  // c0 + 8, in that order: j = 2 * column half + row half): f(r0, c0, v) with v[2j], v[2j + 1] this lane's
+  // neighbouring pair of matrix j, as stmatrix takes them. (Where a math path enables it: kBlockQuads.)
+  static constexpr bool kBlockQuads = false;
+  template <class F>
+  __device__ __forceinline__ void for_each_block_quad(F&& f) const {
+    static_assert(FRAG_M == 16 && E == 4 && NT % 2 == 0, "m16n8 fragments, 8-column blocks in pairs");
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; nt += 2) {
+        const T v[8] = {acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
+                        acc[mt][nt + 1][0], acc[mt][nt + 1][1], acc[mt][nt + 1][2], acc[mt][nt + 1][3]};
+        f(wm0 + mt * FRAG_M, wn0 + nt * 8, v);
+      }
+  }
 };
 
 template <class T, class LoadA, class LoadB, int BM, int BN, int BK, int WM, int WN>

@@ -99,6 +99,7 @@ struct SimtMath {
   // f(r, c, v) with v[k] at (r + k, c).
   static constexpr int kRowRun = FragA::RUN;
   static constexpr int kWarpRows = 0;   // no for_each_strided_run
+  static constexpr bool kBlockQuads = false;   // no for_each_block_quad
   template <class F>
   __device__ __forceinline__ void for_each_row_run(F&& f) const {
 #pragma unroll

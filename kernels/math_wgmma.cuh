@@ -276,6 +276,7 @@ struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : B
   // ... but pairs of rows: f(m, n, v) with v[1] at (m + 1, n).
   static constexpr int kRowRun = SWAP ? 2 : 1;
   static constexpr int kWarpRows = 0;   // a warpgroup's rows: no for_each_strided_run
+  static constexpr bool kBlockQuads = !SWAP && WIDTH % 16 == 0;   // (m, n) blocks as the fragments hold them
   template <class F>
   __device__ __forceinline__ void for_each_row_run(F&& f) const {
     static_assert(SWAP, "unswapped accumulators hold no row pairs");

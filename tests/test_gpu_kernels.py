@@ -416,8 +416,9 @@ def test_persistent_warp_specialised_kernels(rows, cols, stages, batch, swap, be
 # (A, B, D as (modes, extents), tile, stages, resident operand, TMA): producers over several tiles whose A or B
 # tile stays resident
 RESIDENT_CASES = [
-    # TCCG #15's pattern at a smaller M: K-major B, 2 column tiles, K = 312 (5 K tiles, the last partial), TMA
-    (("mk", (20000, 312)), ("nk", (296, 312)), ("mn", (20000, 296)), (128, 160), 4, "b", True),
+    # TCCG #15's pattern at a smaller M: K-major B, 2 column tiles, K = 312 (5 K tiles, the last partial), TMA,
+    # D M-fast (the epilogue's transposed 8 x 8 blocks)
+    (("mk", (20000, 312)), ("nk", (296, 312)), ("nm", (296, 20000)), (128, 160), 4, "b", True),
     # #18's: A's M modes (a, c) not one stride (a = 100: tiles cross c), an N-major B, 192 wide, cp.async
     (("cka", (205, 296, 100)), ("kn", (296, 312)), ("can", (205, 100, 312)), (128, 192), 3, "b", False),
     # 5 column tiles (130 CTAs), K = 200 (the last K tile 8 deep), M past its last tile
@@ -456,6 +457,38 @@ def test_producers_keep_a_resident_tile(a, b, d, tile, stages, resident, tma, be
     assert grid % line == 0 and grid < output_tiles(plan, config) / 1.5, (grid, line)
     gett.contract(plan, 1.5, A, B, beta, C, D)
     expect = 1.5 * np.einsum(f"{ma},{mb}->{md}", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
+    expect += beta * c.astype(np.float64)
+    got = cp.asnumpy(D).astype(np.float64)
+    assert np.all(np.isfinite(got))
+    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
+    assert err < 2e-3, f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("config", [
+    {"bm": 128, "bn": 128, "stages": 3},
+    {"bm": 64, "bn": 160, "stages": 4},
+    {"bm": 128, "bn": 192, "stages": 4, "ws": True, "persistent": True},
+], ids=["128x128", "64x160", "128x192-ws-p"])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_wgmma_accumulators_reach_an_m_fast_d_as_transposed_blocks(config, beta):
+    """16-bit D whose stride-1 mode is M's (a plain walk): wgmma's accumulators go to the epilogue tile as
+    transposed 8 x 8 blocks, four a stmatrix (Gett::kMatrixStores; with beta != 0 one at a time). M and N
+    past their last tiles, a NaN-poisoned D, against numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma kernels need an sm_90 GPU")
+    from gett.config import KernelConfig
+    rng = np.random.default_rng(27)
+    m, n, k = 1000, 300, 200
+    A = cp.asarray(random_values(rng, m * k, "f16").reshape(k, m).astype(np.float16))   # M-major
+    B = cp.asarray(random_values(rng, k * n, "f16").reshape(n, k).astype(np.float16))   # K-major
+    c = random_values(rng, m * n, "f16").reshape(n, m).astype(np.float16)
+    C, D = cp.asarray(c), cp.full((n, m), np.nan, dtype=cp.float16)
+    cfg = KernelConfig("wgmma", config["bm"], config["bn"], 64, config["stages"], ws=config.get("ws", False),
+                       persistent=config.get("persistent", False))
+    plan = gett.plan_contraction(A, "km", B, "nk", C, "nm", D=D, beta=beta, config=cfg)
+    assert plan.kernel().config == cfg
+    gett.contract(plan, 1.5, A, B, beta, C, D)
+    expect = 1.5 * np.einsum("km,nk->nm", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
     expect += beta * c.astype(np.float64)
     got = cp.asnumpy(D).astype(np.float64)
     assert np.all(np.isfinite(got))
