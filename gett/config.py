@@ -302,7 +302,9 @@ def _producer_tile(plan) -> KernelConfig | None:
     other, which then is all that the tiles after a CTA's first read through L2 (tile_sweep, session 30): B
     as wide as it is, #15 63.5 -> 53.3 us (3 stages 56.4), #18 70.6 -> 55.0 (58.8), #17 73.5 -> 62.4 as 128 x
     192 s3 (128 x 128 s4 64.8); A with a narrower width, #16 72.8 -> 63.6 as 128 x 128 s4 (128 x 192 s3
-    65.4)."""
+    65.4). A resident B takes up to 5 stages, a whole next tile of #15/#18's K (5 K tiles) in flight while
+    a tile is stored: #15 52.3 -> 48.3 us, #18 54.6 -> 52.1; a resident A not (#16 62.0 -> 62.9 at 5, 64.0
+    at 6)."""
     from .codegen import shared_bytes, shared_ctas
     if loads_have_ops(plan) or plan.beta_hint:   # (no hint: the common beta = 0 is worth more)
         return None
@@ -318,7 +320,7 @@ def _producer_tile(plan) -> KernelConfig | None:
     candidates = [replace(cfg, stages=s) for s in (4, 3)]
     if cfg.persistent and plan.batch == 1:
         if -(-plan.n // cfg.bn) <= -(-plan.m // cfg.bm):   # B the smaller operand: its tile stays, as wide
-            resident = [replace(c, resident="b") for c in candidates]
+            resident = [replace(cfg, resident="b", stages=s) for s in (5, 4, 3)]
         else:   # A's tile stays, the width narrowed to fit: 4 stages first, then 3
             resident = [replace(c, resident="a", bn=w) for c in candidates for w in widths[::-1] if w <= cfg.bn]
         candidates = resident + candidates

@@ -461,12 +461,12 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (192, 216)   # B K-major: see test_tma
     # N or M in the hundreds: 128 rows, a producer over several tiles, the narrowest width of the fewest
     # column tiles (N = 296, B K-major: 160; N = 312, B N-major: 192); the tile for all of K of the operand
-    # with fewer tiles resident: B where the shared memory holds it with 4 stages of A (#15, #18), else 3
+    # with fewer tiles resident: B where the shared memory holds it with 5 stages of A (#15, #18), else 3
     # (#17); A (M = 312 against N = 92352) with the width narrowed to 128 for 4 stages of B (#16)
     tiles = {i: (config(i).bm, config(i).bn, config(i).stages, config(i).ws, config(i).persistent,
                  config(i).resident) for i in (15, 16, 17, 18)}
-    assert tiles == {15: (128, 160, 4, True, True, "b"), 16: (128, 128, 4, True, True, "a"),
-                     17: (128, 192, 3, True, True, "b"), 18: (128, 160, 4, True, True, "b")}
+    assert tiles == {15: (128, 160, 5, True, True, "b"), 16: (128, 128, 4, True, True, "a"),
+                     17: (128, 192, 3, True, True, "b"), 18: (128, 160, 5, True, True, "b")}
     # K split (312 x 296 outputs, K = 92352): the same producer tile one tile a CTA, 6 tiles x 22 = 132 CTAs
     assert config(13) == KernelConfig("wgmma", 128, 160, 64, 4, ws=True, split_k=22)
     for i in (9, 10, 11):   # M = 72 in one tile: wgmma 72 (swapped) x 128 on Hopper, else mma.sync 96 x 128
