@@ -88,11 +88,6 @@ def operand_layouts(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
         return layouts
     layouts = tuple(replace(x, is_async=True) if x.step == 8 and x.vector == 8 and plan.descriptors[t].dtype.itemsize == 2
                     else x for x, t in zip(layouts, "AB"))
-    for x, t, rows in zip(layouts, "AB", (cfg.bm, cfg.bn)):
-        if x.row_contig and rows % 64:   # the tile is [rows / 64][BK][64] (kernels/math_wgmma.cuh)
-            raise ValueError(f"wgmma tile {cfg.bm}x{cfg.bn}: {t} is loaded MN-major here, in 128-byte swizzle "
-                             f"atoms of 64 {'rows' if t == 'A' else 'columns'}; use a multiple of 64 "
-                             f"(or a K-major {t})")
     if cfg.ws:   # the producer warpgroup applies ops in place, off the math warps
         return layouts
     ops = plan.ops.op_a, plan.ops.op_b
@@ -239,7 +234,9 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_
     ``a_box``: A's tile is a TMA box (unpadded, a barrier per stage). Where D's tile is stored as one
     (gett.tma.store_box), the epilogue tile is 128-byte aligned."""
     def stage_elems(layout, rows, itemsize):
-        pad = 0 if cfg.math == "wgmma" else max(16 // itemsize, 1)   # wgmma's tiles are swizzled, not padded
+        if cfg.math == "wgmma":   # swizzled, not padded; an MN-major tile in whole 64-element atoms
+            return cfg.bk * -(-rows // 64) * 64 if layout.row_contig else rows * cfg.bk
+        pad = max(16 // itemsize, 1)
         return cfg.bk * (rows + pad) if layout.row_contig else rows * (cfg.bk + pad)
     ia = plan.descriptors["A"].dtype.itemsize
     ib = plan.descriptors["B"].dtype.itemsize

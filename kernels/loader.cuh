@@ -30,7 +30,11 @@ struct TileLoader {
   static constexpr bool kHasOp = !Op::is_identity;
   static constexpr bool kTma = false;   // see TmaBoxLoader (tma.cuh)
   static constexpr int PAD = SWIZZLE128 ? 0 : (16 / int(sizeof(T))) > 0 ? 16 / int(sizeof(T)) : 1;
-  static constexpr int LD = ROW_CONTIG ? BR + PAD : BK + PAD;        // elements between shared rows
+  static constexpr int LINE_ELEMS = 128 / int(sizeof(T));          // elements per 128-byte line (swizzled)
+  // elements between shared rows; a swizzled MN-major tile takes whole atoms of LINE_ELEMS rows (the
+  // last one partly, wgmma reading its first BR % LINE_ELEMS)
+  static constexpr int LD = ROW_CONTIG ? (SWIZZLE128 ? (BR + LINE_ELEMS - 1) / LINE_ELEMS * LINE_ELEMS : BR + PAD)
+                                       : BK + PAD;
   static constexpr int STAGE_ELEMS = ROW_CONTIG ? BK * LD : BR * LD;
   static constexpr int LINE = ROW_CONTIG ? BR : BK;                  // contiguous extent of the tile
   static constexpr int VPL = LINE / V;                               // vectors per contiguous line
@@ -44,10 +48,9 @@ struct TileLoader {
   static_assert(VSTEP == 1 || LINE % (VSTEP * V) == 0, "strided vectors tile the line");
   static_assert(!kTransposes || (SWIZZLE128 && VSTEP == 8 && V == 8 && sizeof(T) == 2),
                 "asynchronous strided vectors: 8 x 8 blocks of 16-bit elements in swizzled tiles (stmatrix)");
-  static constexpr int LINE_ELEMS = 128 / int(sizeof(T));          // elements per 128-byte line (swizzled)
   static constexpr int CHUNK_ELEMS = 16 / int(sizeof(T));
-  static_assert(!SWIZZLE128 || (ROW_CONTIG ? BR % LINE_ELEMS == 0 && BK % 8 == 0 : BK == LINE_ELEMS),
-                "swizzled tiles: K-major ones one line deep, MN-major ones whole lines wide");
+  static_assert(!SWIZZLE128 || (ROW_CONTIG ? BR % 8 == 0 && BK % 8 == 0 : BK == LINE_ELEMS),
+                "swizzled tiles: K-major ones one line deep, MN-major ones in 8 x 8 core matrices");
   using Vector = Vec<T, V>;
 
   const T* base;

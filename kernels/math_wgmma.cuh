@@ -3,7 +3,8 @@
 // both operands are read by the tensor cores straight from shared memory, through descriptors of the
 // 128-byte-swizzled layout the loaders write (TileLoader with SWIZZLE128):
 //   - K-major tile [rows][BK], BK * sizeof(T) == 128: line y = row, 8-line atoms of 1024 B;
-//   - MN-major tile [rows / 64][BK][64]: line y = (row / 64) * BK + k, atoms of 8 k-lines.
+//   - MN-major tile [rows / 64, rounded up][BK][64]: line y = (row / 64) * BK + k, atoms of 8 k-lines (the
+//     instruction reads the last atom's first rows % 64 only).
 // In both, 16-byte chunk c of line y sits at chunk c ^ (y % 8) (gett::swizzled_index).
 // The accumulators of one warp follow the m16n8 C-fragment layout of mma.sync, one fragment per
 // 8 columns, so WarpFragments' for_each walks them.

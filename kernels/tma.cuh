@@ -106,7 +106,7 @@ __device__ __forceinline__ void tma_load_tile(T* stage, const TensorMap* map, in
   static_assert(sizeof(T) == 2 && BK == 64, "TMA tiles: 16-bit elements, K tiles of one 128-byte line");
   if constexpr (ROW_CONTIG) {
 #pragma unroll
-    for (int j = 0; j < ROWS / 64; ++j) tma_load<2>(stage + j * 64 * BK, map, {row0 + 64 * j, k0}, bar);
+    for (int j = 0; j < (ROWS + 63) / 64; ++j) tma_load<2>(stage + j * 64 * BK, map, {row0 + 64 * j, k0}, bar);
   } else {
     tma_load<2>(stage, map, {k0, row0}, bar);
   }
