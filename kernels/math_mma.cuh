@@ -121,6 +121,7 @@ struct Mma16Math : WarpFragments<float, 16, 4, BN, WM, WN> {
   using Base = WarpFragments<float, 16, 4, BN, WM, WN>;
   using Base::acc, Base::lane, Base::wm0, Base::wn0, Base::MT, Base::NT;
   static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "m16n8k16 tiling");
+  static constexpr bool kBlockQuads = true;   // (WN % 16 == 0: 8-column blocks in pairs)
 
   __device__ __forceinline__ void compute(const T* sA, const T* sB, int) {
     const int j = lane / 8, r = lane % 8;

@@ -461,17 +461,19 @@ def test_producers_keep_a_resident_tile(a, b, d, tile, stages, resident, tma, be
 
 
 @pytest.mark.parametrize("config", [
-    {"bm": 128, "bn": 128, "stages": 3},
-    {"bm": 64, "bn": 160, "stages": 4},
-    {"bm": 128, "bn": 192, "stages": 4, "ws": True, "persistent": True},
-], ids=["128x128", "64x160", "128x192-ws-p"])
+    {"math": "wgmma", "bm": 128, "bn": 128, "bk": 64, "stages": 3},
+    {"math": "wgmma", "bm": 64, "bn": 160, "bk": 64, "stages": 4},
+    {"math": "wgmma", "bm": 128, "bn": 192, "bk": 64, "stages": 4, "ws": True, "persistent": True},
+    {"math": "mma16", "bm": 192, "bn": 128, "bk": 32, "stages": 3, "wm": 64, "wn": 32},
+    {"math": "mma16", "bm": 128, "bn": 64, "bk": 32, "stages": 4, "wm": 64, "wn": 32},
+], ids=["128x128", "64x160", "128x192-ws-p", "mma16-192x128", "mma16-128x64"])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
-def test_wgmma_accumulators_reach_an_m_fast_d_as_transposed_blocks(config, beta):
-    """16-bit D whose stride-1 mode is M's (a plain walk): wgmma's accumulators go to the epilogue tile as
-    transposed 8 x 8 blocks, four a stmatrix (Gett::kMatrixStores; with beta != 0 one at a time). M and N
-    past their last tiles, a NaN-poisoned D, against numpy in float64."""
+def test_accumulators_reach_an_m_fast_d_as_transposed_blocks(config, beta):
+    """16-bit D whose stride-1 mode is M's (a plain walk): wgmma's and mma.sync's accumulators go to the
+    epilogue tile as transposed 8 x 8 blocks, four a stmatrix (Gett::kMatrixStores; with beta != 0 one at a
+    time). M and N past their last tiles, a NaN-poisoned D, against numpy in float64."""
     if cp.cuda.Device().compute_capability != "90":
-        pytest.skip("wgmma kernels need an sm_90 GPU")
+        pytest.skip("stmatrix (and wgmma) need an sm_90 GPU")
     from gett.config import KernelConfig
     rng = np.random.default_rng(27)
     m, n, k = 1000, 300, 200
@@ -479,8 +481,7 @@ def test_wgmma_accumulators_reach_an_m_fast_d_as_transposed_blocks(config, beta)
     B = cp.asarray(random_values(rng, k * n, "f16").reshape(n, k).astype(np.float16))   # K-major
     c = random_values(rng, m * n, "f16").reshape(n, m).astype(np.float16)
     C, D = cp.asarray(c), cp.full((n, m), np.nan, dtype=cp.float16)
-    cfg = KernelConfig("wgmma", config["bm"], config["bn"], 64, config["stages"], ws=config.get("ws", False),
-                       persistent=config.get("persistent", False))
+    cfg = KernelConfig(**config)
     plan = gett.plan_contraction(A, "km", B, "nk", C, "nm", D=D, beta=beta, config=cfg)
     assert plan.kernel().config == cfg
     gett.contract(plan, 1.5, A, B, beta, C, D)
