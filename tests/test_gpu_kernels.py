@@ -467,11 +467,13 @@ def test_producers_keep_a_resident_tile(a, b, d, tile, stages, resident, tma, be
     {"math": "mma16", "bm": 192, "bn": 128, "bk": 32, "stages": 3, "wm": 64, "wn": 32},
     {"math": "mma16", "bm": 128, "bn": 64, "bk": 32, "stages": 4, "wm": 64, "wn": 32},
 ], ids=["128x128", "64x160", "128x192-ws-p", "mma16-192x128", "mma16-128x64"])
+@pytest.mark.parametrize("d_modes", ["nm", "mn"])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
-def test_accumulators_reach_an_m_fast_d_as_transposed_blocks(config, beta):
-    """16-bit D whose stride-1 mode is M's (a plain walk): wgmma's and mma.sync's accumulators go to the
-    epilogue tile as transposed 8 x 8 blocks, four a stmatrix (Gett::kMatrixStores; with beta != 0 one at a
-    time). M and N past their last tiles, a NaN-poisoned D, against numpy in float64."""
+def test_accumulators_reach_the_epilogue_tile_as_8x8_blocks(config, d_modes, beta):
+    """16-bit D in a plain walk whose stride-1 mode is M's ("nm"): wgmma's and mma.sync's accumulators go to
+    the epilogue tile as transposed 8 x 8 blocks, four a stmatrix (Gett::kMatrixStores; with beta != 0 one at
+    a time); where it is N's ("mn"), in column pairs. M and N past their last tiles, a NaN-poisoned D,
+    against numpy in float64."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("stmatrix (and wgmma) need an sm_90 GPU")
     from gett.config import KernelConfig
@@ -479,13 +481,14 @@ def test_accumulators_reach_an_m_fast_d_as_transposed_blocks(config, beta):
     m, n, k = 1000, 300, 200
     A = cp.asarray(random_values(rng, m * k, "f16").reshape(k, m).astype(np.float16))   # M-major
     B = cp.asarray(random_values(rng, k * n, "f16").reshape(n, k).astype(np.float16))   # K-major
-    c = random_values(rng, m * n, "f16").reshape(n, m).astype(np.float16)
-    C, D = cp.asarray(c), cp.full((n, m), np.nan, dtype=cp.float16)
+    shape = (n, m) if d_modes == "nm" else (m, n)
+    c = random_values(rng, m * n, "f16").reshape(shape).astype(np.float16)
+    C, D = cp.asarray(c), cp.full(shape, np.nan, dtype=cp.float16)
     cfg = KernelConfig(**config)
-    plan = gett.plan_contraction(A, "km", B, "nk", C, "nm", D=D, beta=beta, config=cfg)
+    plan = gett.plan_contraction(A, "km", B, "nk", C, d_modes, D=D, beta=beta, config=cfg)
     assert plan.kernel().config == cfg
     gett.contract(plan, 1.5, A, B, beta, C, D)
-    expect = 1.5 * np.einsum("km,nk->nm", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
+    expect = 1.5 * np.einsum(f"km,nk->{d_modes}", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
     expect += beta * c.astype(np.float64)
     got = cp.asnumpy(D).astype(np.float64)
     assert np.all(np.isfinite(got))
