@@ -298,8 +298,9 @@ def _producer_tile(plan) -> KernelConfig | None:
     CTA, in one round of CTAs (split_k_for; session 25, tune_tccg.py): #13 ``ab-acd-dbc`` 85.6 -> 70.4
     us against 128 x 128 s3 k29, #14 ``ab-cad-dcb`` (A staged) 121.3 -> 113.3.
     Over several tiles and one batch, the tile for all of K of the operand with fewer tiles stays in shared
-    memory (``resident``: a CTA's tiles share one column, or row) where it fits, with 4 stages, else 3, of the
-    other, which then is all that the tiles after a CTA's first read through L2 (tile_sweep, session 30): B
+    memory (``resident``: a CTA's tiles share one column, or row) where it fits with stages of the other (B
+    with 5, 4 or 3 of A, A with 4 or 3 of B), which then is all that the tiles after a CTA's first read
+    through L2 (tile_sweep, session 30): B
     as wide as it is, #15 63.5 -> 53.3 us (3 stages 56.4), #18 70.6 -> 55.0 (58.8), #17 73.5 -> 62.4 as 128 x
     192 s3 (128 x 128 s4 64.8); A with a narrower width, #16 72.8 -> 63.6 as 128 x 128 s4 (128 x 192 s3
     65.4). A resident B takes up to 5 stages, a whole next tile of #15/#18's K (5 K tiles) in flight while
@@ -324,6 +325,7 @@ def _producer_tile(plan) -> KernelConfig | None:
         else:   # A's tile stays, the width narrowed to fit: 4 stages first, then 3
             resident = [replace(c, resident="a", bn=w) for c in candidates for w in widths[::-1] if w <= cfg.bn]
         candidates = resident + candidates
+
     def fits(c):
         tiled_c, a_c, b_c = _tiled_layouts(plan, c)
         return shared_ctas(shared_bytes(tiled_c, c, a_c, b_c)) >= 1
