@@ -284,7 +284,8 @@ def _wgmma_tile(plan):
 def _producer_tile(plan) -> KernelConfig | None:
     """For a GEMM-like plan with M or N in the hundreds: 128 rows with a producer warpgroup (ws), over several
     tiles unless K is split (persistent: the next tile's loads in flight while a tile is stored), as wide as the fewest
-    column tiles allow and no wider (WGMMA_N from 128; an N-major B in whole 64-column atoms), 4 stages where
+    column tiles allow and no wider (WGMMA_N from 128; an N-major B in whole 64-column atoms, which its
+    shared tile takes anyway: #17 as 128 x 160 measured even with 128 x 192, session 30), 4 stages where
     the shared memory holds them, else 3. None where A or B has an op (the producer would apply
     it) or is transposed in shared memory, or where the plan reads C (its beta hint is not 0): one CTA an SM
     then waits for C in every epilogue, where two overlapped (fusion.py, beta = 1, no ops: #15 106.4 ->
@@ -300,10 +301,9 @@ def _producer_tile(plan) -> KernelConfig | None:
     Over several tiles and one batch, the tile for all of K of the operand with fewer tiles stays in shared
     memory (``resident``: a CTA's tiles share one column, or row) where it fits with stages of the other (B
     with 5, 4 or 3 of A, A with 4 or 3 of B), which then is all that the tiles after a CTA's first read
-    through L2 (tile_sweep, session 30): B
-    as wide as it is, #15 63.5 -> 53.3 us (3 stages 56.4), #18 70.6 -> 55.0 (58.8), #17 73.5 -> 62.4 as 128 x
-    192 s3 (128 x 128 s4 64.8); A with a narrower width, #16 72.8 -> 63.6 as 128 x 128 s4 (128 x 192 s3
-    65.4). A resident B takes up to 5 stages, a whole next tile of #15/#18's K (5 K tiles) in flight while
+    through L2 (tile_sweep, session 30): B as wide as it is, #15 63.5 -> 53.3 us (3 stages 56.4), #18 70.6 ->
+    55.0 (58.8), #17 73.5 -> 62.4 as 128 x 192 s3 (128 x 128 s4 64.8); A with a narrower width, #16 72.8 ->
+    63.6 as 128 x 128 s4 (128 x 192 s3 65.4). A resident B takes up to 5 stages, a whole next tile of #15/#18's K (5 K tiles) in flight while
     a tile is stored: #15 52.3 -> 48.3 us, #18 54.6 -> 52.1; a resident A not (#16 62.0 -> 62.9 at 5, 64.0
     at 6)."""
     from .codegen import shared_bytes, shared_ctas
