@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .config import KernelConfig, loads_have_ops
+from .config import WGMMA_WIDE_N, KernelConfig, loads_have_ops
 from .modes import GROUPS
-from .tma import TmaBox, store_box, tile_box, tma_operands
+from .tma import TmaBox, k_run, store_box, tile_box, tma_operands
 
 SM_SHARED_BYTES = 228 * 1024   # shared memory per SM on sm_90, where wgmma runs; a CTA reserves 1 KB of it
 
@@ -235,7 +235,9 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_
     (gett.tma.store_box), the epilogue tile is 128-byte aligned."""
     def stage_elems(layout, rows, itemsize):
         if cfg.math == "wgmma":   # swizzled, not padded; an MN-major tile in whole 64-element atoms
-            return cfg.bk * -(-rows // 64) * 64 if layout.row_contig else rows * cfg.bk
+            if layout.row_contig:
+                return cfg.bk * -(-rows // 64) * 64
+            return (rows if rows <= 256 else -(-rows // 16) * 16) * cfg.bk   # past 256: two TMA boxes (TileLoader::ROWS)
         pad = max(16 // itemsize, 1)
         return cfg.bk * (rows + pad) if layout.row_contig else rows * (cfg.bk + pad)
     ia = plan.descriptors["A"].dtype.itemsize
@@ -255,6 +257,20 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_
     if cfg.ws or a_box:   # two (one) 8-byte mbarriers per stage after the tiles (BARRIER_OFFSET)
         return (tiles + 7) // 8 * 8 + (16 if cfg.ws else 8) * cfg.stages
     return tiles
+
+
+def wgmma_part(cfg: KernelConfig, b: OperandLayout) -> str:
+    """WgmmaMath's PART argument: the widest instruction of the tile's row, where not 256. Three
+    warpgroups issue parts of 128 columns (ptxas fits one instruction's accumulators in the registers of
+    a 512-thread launch); a 296-wide tile 224 + 72, which needs B K-major (an MN-major B's parts are
+    whole 64-column atoms)."""
+    if cfg.three_math_warpgroups:
+        return ", 128"
+    if cfg.bn in WGMMA_WIDE_N:
+        if b.row_contig:
+            raise ValueError(f"{cfg.key()}: a {cfg.bn}-wide wgmma tile needs B K-major (its stride-1 mode in K)")
+        return ", 224"
+    return ""
 
 
 def table_type(table, tensor: str) -> str:
@@ -331,9 +347,10 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads
     tma = views is not None and box is None
-    if cfg.three_math_warpgroups and not tma:
-        raise ValueError(f"{cfg.key()}: three math warpgroups take most of the producer's registers, so it "
-                         f"must load by TMA (both operands plain 2-D matrices, one batch)")
+    if cfg.shares_registers and not tma:
+        raise ValueError(f"{cfg.key()}: the math warpgroups take most of the producer's registers, so it "
+                         f"must load by TMA (both operands plain 2-D matrices, or K two modes for a wide tile; one "
+                         f"batch)")
     names = ("map_a", "map_b")[:len(views or ())] + (("map_d",) if d_view else ())
     maps = "".join(f",\n    const __grid_constant__ gett::TensorMap {n}" for n in names)
     map_args = [f"&{n}" if n in names else "nullptr" for n in ("map_a", "map_b", "map_d")]
@@ -357,7 +374,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
         header = "math_mma.cuh"
     elif cfg.math == "wgmma":
         math = (f"gett::WgmmaMath<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, "
-                f"{'true' if cfg.swap else 'false'}{', 128' if cfg.three_math_warpgroups else ''}>")
+                f"{'true' if cfg.swap else 'false'}{wgmma_part(cfg, lb)}>")
         header = "math_wgmma.cuh"
     elif cfg.math in ("tf32", "3xtf32"):
         split = "true" if cfg.math == "3xtf32" else "false"
@@ -423,6 +440,7 @@ struct Problem {{
   using IndexK = {index_type(plan.k + cfg.bk)};
   using IndexL = {index_type(plan.batch)};
   static constexpr long long M = {plan.m}, N = {plan.n}, K = {plan.k}, L = {plan.batch};
+  static constexpr long long K_RUN = {k_run(plan, cfg) if tma else 0};   // TMA loads over K's two modes
 {tables}
 }};
 

@@ -12,6 +12,9 @@ MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt")
 PRODUCER_THREADS = 128   # the producer warpgroup of a warp-specialised (ws) kernel
 # the wgmma tile widths (kernels/math_wgmma.cuh; 192-row tiles issue theirs in parts of at most 128)
 WGMMA_N = (64, 72, 80, 96, 128, 160, 192, 216, 224, 240, 256)
+# wider tiles of two warpgroups of rows, issued as two instructions (224 + 72): one column of tiles for
+# N = 296 (TCCG #13/#14), the math warpgroups taking the producer's spare registers
+WGMMA_WIDE_N = (296,)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,13 @@ class KernelConfig:
         return self.ws and self.math == "wgmma" and self.math_threads == 384
 
     @property
+    def shares_registers(self) -> bool:
+        """The math warpgroups take most of the producer's registers (kernels/gett.cuh,
+        Gett::kShareRegisters): three of them (192 rows), or two with more than 128 accumulators a thread."""
+        return self.three_math_warpgroups or (self.ws and self.math == "wgmma" and not self.swap
+                                               and self.bm * self.bn // self.math_threads > 128)
+
+    @property
     def load_threads(self) -> int:
         """The threads that copy A and B into shared memory: the producer warpgroup with ``ws``."""
         return PRODUCER_THREADS if self.ws else self.math_threads
@@ -96,11 +106,13 @@ class KernelConfig:
             # With a producer, three warpgroups of rows (192), which take most of its registers.
             rows, width, counts = (("bn", "bm", (64, 128, 256)) if self.swap
                                    else ("bm", "bn", (64, 128, 192) if self.ws else (64, 128)))
-            if getattr(self, rows) not in counts or getattr(self, width) not in WGMMA_N or self.bk != 64:
+            wide = not self.swap and self.ws and self.bm == 128 and self.bn in WGMMA_WIDE_N
+            if getattr(self, rows) not in counts or getattr(self, width) not in WGMMA_N and not wide or self.bk != 64:
                 raise ValueError(f"wgmma tile {self.bm}x{self.bn}x{self.bk}{' (swap)' if self.swap else ''}: "
                                  f"{rows} must be one of {counts} (warpgroups of 64; more spill"
                                  f"{'; 192 with a producer warpgroup, ws' if not self.swap and not self.ws else ''}), "
-                                 f"{width} one of {WGMMA_N}, bk 64 (one 128-byte swizzle line of f16)")
+                                 f"{width} one of {WGMMA_N} (or {WGMMA_WIDE_N} for 128 rows with a producer, "
+                                 f"ws), bk 64 (one 128-byte swizzle line of f16)")
             if self.bm == 192 and not self.swap and (self.bn > 240 or 128 < self.bn < 192):
                 # issued in parts of 128 columns (WgmmaMath's PART): the rest must be a width of its own
                 raise ValueError(f"wgmma tile {self.bm}x{self.bn}: three warpgroups of rows take widths up to "
@@ -370,6 +382,7 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
     """``cfg``, tuned for ``plan`` without ops, adapted to ``plan``'s op on A or B, which the kernel
     applies to every element of every tile it loads, K padding included:
     - no producer warpgroup (ws), which would apply the op alone (measured slower, see _wgmma_tile);
+      a wide tile (WGMMA_WIDE_N, loaded by TMA) first narrows to the width _producer_tile would take;
       a 192-row tile, whose three math warpgroups take the TMA producer's registers, becomes _wgmma_tile's
       128 x 256 for operands with ops;
       a split-K 128 x 256 tile also narrows to 128 x 128 with 4 stages, so that an op'd operand is
@@ -393,6 +406,8 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       positions transformed 64 deep, 96 at 32) 256 x 32 x 64 s3 64.4 us, 256 x 32 x 32 s3 59.7,
       128 x 32 x 32 s3 62.5, s4 57.8."""
     cfg = replace(cfg, persistent=cfg.persistent and not cfg.ws)   # the ws branches below drop the producer
+    if cfg.bn in WGMMA_WIDE_N:   # a wide tile loads by TMA: the narrowest width in as few column tiles
+        cfg = replace(cfg, bn=min((w for w in WGMMA_N if w >= 128), key=lambda w: (-(-plan.n // w), w)))
     if cfg.ws and cfg.split_k > 1 and cfg.bn == 256:
         return replace(cfg, ws=False, bn=128, stages=max(cfg.stages, 4))
     if cfg.ws and cfg.split_k > 1 and cfg.bm == 64:

@@ -170,7 +170,13 @@ def kernel_source(plan, arch: str, config: KernelConfig = None, stage_ops: bool 
     cfg = config or plan.config_override or tuned or default_config(plan, arch)
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
     tiled = tile_plan(plan, cfg)
-    source, smem, threads, tma = render_kernel(tiled, cfg, stage_ops, cap_registers, arch)
+    try:
+        source, smem, threads, tma = render_kernel(tiled, cfg, stage_ops, cap_registers, arch)
+    except ValueError as e:   # an entry of a near-identical shape this plan's layouts can't take
+        if not tuned:
+            raise
+        warnings.warn(f"gett: tuned configuration {tuned.key()} does not apply ({e}); using the heuristic")
+        return kernel_source(plan, arch, default_config(plan, arch), stage_ops, cap_registers)
     while smem > limit and cfg.stages > cfg.min_stages:
         cfg = KernelConfig(**{**cfg.__dict__, "stages": cfg.stages - 1})
         source, smem, threads, tma = render_kernel(tiled, cfg, stage_ops, cap_registers, arch)

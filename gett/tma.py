@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .config import KernelConfig
+from .config import WGMMA_WIDE_N, KernelConfig
 
 TMA_DTYPES = {"f16": 6, "bf16": 9}   # CUtensorMapDataType of the 16-bit types wgmma reads
 TMA_DATA_TYPES = {**TMA_DTYPES, "f32": 7}   # ... and of every type a tensor map holds (D's stores: f32 too)
@@ -37,17 +37,21 @@ _MAX_RANK = 5                        # dimensions of a tensor map
 @dataclass(frozen=True)
 class TmaOperand:
     """One operand as the TMA sees it: a 2-D matrix of ``extents`` (inner, outer) elements, the outer
-    one ``outer_stride`` bytes apart, copied in boxes of ``box`` (inner, outer) elements."""
+    one ``outer_stride`` bytes apart, copied in boxes of ``box`` (inner, outer) elements. Where K is two
+    modes that do not merge (``k_outer_stride`` > 0), a third dimension follows: K's second mode, that
+    many bytes apart, one position a box (``extents`` and ``box`` have three entries); K's first mode
+    is then the matrix's K, its K tiles padded to whole tiles at the end of each run (:func:`k_run`)."""
     tensor: str          # "A" or "B"
     dtype: str           # a key of TMA_DTYPES
     k_major: bool        # K is the inner (stride-1) dimension; else the rows (M or N) are
-    extents: tuple       # (inner, outer) elements
+    extents: tuple       # (inner, outer[, K's second mode]) elements
     outer_stride: int    # bytes
-    box: tuple           # (inner, outer) elements
+    box: tuple           # (inner, outer[, 1]) elements
+    k_outer_stride: int = 0   # bytes; 0: K is one (merged) mode
 
     @property
     def byte_strides(self) -> tuple:
-        return (self.outer_stride,)
+        return (self.outer_stride,) + ((self.k_outer_stride,) if self.k_outer_stride else ())
 
     @property
     def swizzle(self) -> int:
@@ -104,38 +108,66 @@ def merged_mode(table, tensor: str):
     return math.prod(extents), strides[0]
 
 
-def tma_operand(plan, cfg: KernelConfig, tensor: str, layout) -> TmaOperand | None:
+# K tiles the TMA may pad at the end of each run of K's first mode (see k_run): #13's 312 in 5 of 64
+_MAX_RUN_PADDING = 1.05
+
+
+def k_run(plan, cfg: KernelConfig) -> int:
+    """The extent of K's first mode where the TMA loads K as two modes, else 0: K tiles then run over
+    that mode (the last tile of each run padded with zeros past its end) for each index of the second.
+    Only where K is two modes that do not merge in some operand (else it loads as one), the padding
+    costs at most 5% more K tiles, and the tile is a wide one (WGMMA_WIDE_N), which must load by TMA:
+    H100, TCCG #13 ``ab-acd-dbc`` (K = 312 x 296, tile_sweep, two rounds): 128 x 296 s4 k22 66.2/68.0
+    us through the TMA (92.7/92.5 by cp.async), but 128 x 160 s4 k22 78.3/79.1 against 72.0/72.3 by
+    cp.async."""
+    k = plan.tables["K"]
+    if cfg.bn not in WGMMA_WIDE_N or len(k.extents) != 2 or all(merged_mode(k, t) is not None for t in "AB"):
+        return 0
+    run = k.extents[0]
+    return run if -(-run // cfg.bk) * cfg.bk <= _MAX_RUN_PADDING * run else 0
+
+
+def tma_operand(plan, cfg: KernelConfig, tensor: str, layout, run: int = 0) -> TmaOperand | None:
     """``tensor``'s TMA view under ``cfg`` with shared-memory ``layout`` (gett.codegen.OperandLayout) of
-    the (box-tiled) ``plan``, or None where the TMA cannot load it."""
+    the (box-tiled) ``plan``, or None where the TMA cannot load it. ``run`` (:func:`k_run`): K's two
+    modes as two dimensions."""
     rows_group, rows = ("M", cfg.bm) if tensor == "A" else ("N", cfg.bn)
     desc = plan.descriptors[tensor]
     op = plan.ops.op_a if tensor == "A" else plan.ops.op_b
     if desc.dtype.name not in TMA_DTYPES or op is not None or layout.step != 1 or not layout.is_async:
         return None
-    row_mode, k_mode = merged_mode(plan.tables[rows_group], tensor), merged_mode(plan.tables["K"], tensor)
+    k_table = plan.tables["K"]
+    row_mode = merged_mode(plan.tables[rows_group], tensor)
+    k_mode = (k_table.extents[0], k_table.strides_of(tensor)[0]) if run else merged_mode(k_table, tensor)
     if row_mode is None or k_mode is None:
         return None
     (row_extent, row_stride), (k_extent, k_stride) = row_mode, k_mode
     k_major = not layout.row_contig
     inner_stride, outer_stride = (k_stride, row_stride) if k_major else (row_stride, k_stride)
     item = desc.dtype.itemsize
-    if inner_stride != 1 or outer_stride <= 0 or outer_stride * item % 16 or desc.alignment < 16:
+    k_outer = (k_table.extents[1], k_table.strides_of(tensor)[1] * item) if run else ()
+    if inner_stride != 1 or outer_stride <= 0 or outer_stride * item % 16 or desc.alignment < 16 \
+            or (k_outer and (k_outer[1] <= 0 or k_outer[1] % 16)):
         return None
-    extents = (k_extent, row_extent) if k_major else (row_extent, k_extent)
+    extents = ((k_extent, row_extent) if k_major else (row_extent, k_extent)) + k_outer[:1]
     if max(extents) + max(rows, cfg.bk) > _MAX_COORDINATE:
         return None
-    box = (cfg.bk, rows) if k_major else (64, cfg.bk)
+    # K-major tiles past 256 rows: two boxes of half, in whole 8-line atoms (kernels/tma.cuh)
+    box = (cfg.bk, rows if rows <= _MAX_BOX else -(-rows // 16) * 8) if k_major else (64, cfg.bk)
     if max(box) > _MAX_BOX:
         return None
-    return TmaOperand(tensor, desc.dtype.name, k_major, extents, outer_stride * item, box)
+    return TmaOperand(tensor, desc.dtype.name, k_major, extents, outer_stride * item, box + (1,) * bool(run),
+                      k_outer[1] if run else 0)
 
 
 def tma_operands(plan, cfg: KernelConfig, layouts) -> tuple | None:
     """(A's, B's) TMA views where the kernel loads both through the TMA, else None: a warp-specialised
-    wgmma kernel over one batch, both operands plain 2-D matrices (see :func:`tma_operand`)."""
+    wgmma kernel over one batch, both operands plain 2-D matrices (see :func:`tma_operand`), or 3-D
+    ones, K's two modes apart (:func:`k_run`), for both."""
     if cfg.math != "wgmma" or not cfg.ws or plan.batch != 1:
         return None
-    views = tuple(tma_operand(plan, cfg, t, x) for t, x in zip("AB", layouts))
+    run = k_run(plan, cfg)
+    views = tuple(tma_operand(plan, cfg, t, x, run) for t, x in zip("AB", layouts))
     return views if all(views) else None
 
 

@@ -21,8 +21,8 @@ from itertools import product
 import numpy as np
 
 from . import plan_db
-from .config import (TARGET_CTAS, WGMMA_N, KernelConfig, default_config, fit_tile, has_wgmma, math_path,
-                     output_tiles, split_k_for)
+from .config import (TARGET_CTAS, WGMMA_N, WGMMA_WIDE_N, KernelConfig, default_config, fit_tile, has_wgmma,
+                     math_path, output_tiles, split_k_for)
 from .errors import DeviceError
 
 __all__ = ["DEFAULT_BUDGET", "autotune", "candidate_configs", "tune"]
@@ -75,13 +75,13 @@ def _valid(cfg: KernelConfig) -> bool:
 def _wgmma_configs(plan, arch: str) -> list:
     """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 3 to 5 stages, with
     and without a producer warpgroup (ws), and a producer over several tiles (persistent) where K is not
-    split, also with A's or B's tile resident (one batch); 192 rows of 192 to 240 columns (valid with a
-    producer loading by TMA only); for M up to 128 also swapped ones (M the instruction's width, the smallest
+    split, also with A's or B's tile resident (one batch); 192 rows of 192 to 240 columns and 128 rows of
+    the wide widths (valid with a producer loading by TMA only); for M up to 128 also swapped ones (M the instruction's width, the smallest
     that covers it, over 64 to 256 rows of N)."""
     if not has_wgmma(arch) or math_path(plan) != "mma16":
         return []
     shapes = [(bm, bn, False) for bm, bn in product((64, 128), WGMMA_N)]
-    shapes += [(192, bn, False) for bn in (192, 216, 224, 240)]
+    shapes += [(192, bn, False) for bn in (192, 216, 224, 240)] + [(128, bn, False) for bn in WGMMA_WIDE_N]
     if plan.m <= 128:
         shapes += [(fit_tile(plan.m, WGMMA_N), bn, True) for bn in (64, 128, 256)]
     configs = [dataclasses.replace(cfg, split_k=split_k_for(plan, cfg))

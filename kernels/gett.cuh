@@ -48,10 +48,14 @@ struct Gett {
   static constexpr int B_STAGE_BYTES = LoadB::STAGE_ELEMS * int(sizeof(typename P::TB));
   // Stages that can ever hold a tile: a CTA runs at most k_tiles_per_split K tiles (K = 24 fills one),
   // unless it runs several tiles (PERSIST).
-  static constexpr int K_TILES_PER_SPLIT = int(((P::K + BK - 1) / BK + SPLIT - 1) / SPLIT);
+  // K tiles: with TMA loads over K's two modes (P::K_RUN > 0), each run of the first mode padded to
+  // whole tiles (gett/tma.py, k_run)
+  static constexpr int RUN_TILES = P::K_RUN > 0 ? int((P::K_RUN + BK - 1) / BK) : 0;
+  static constexpr int K_TILES = P::K_RUN > 0 ? RUN_TILES * int(P::K / P::K_RUN) : int((P::K + BK - 1) / BK);
+  static_assert(P::K_RUN == 0 || TMA, "K tiles over two modes are TMA loads");
+  static constexpr int K_TILES_PER_SPLIT = (K_TILES + SPLIT - 1) / SPLIT;
   static constexpr int USED_STAGES = PERSIST ? STAGES
                                    : K_TILES_PER_SPLIT < 1 ? 1 : K_TILES_PER_SPLIT < STAGES ? K_TILES_PER_SPLIT : STAGES;
-  static constexpr int K_TILES = int((P::K + BK - 1) / BK);
   static constexpr bool RESIDENT_A = RESIDENT == 'A', RESIDENT_B = RESIDENT == 'B';
   static constexpr int A_SLOTS = RESIDENT_A ? K_TILES : USED_STAGES;   // A's tiles in shared memory
   static constexpr int B_SLOTS = RESIDENT_B ? K_TILES : USED_STAGES;   // B's
@@ -88,11 +92,15 @@ struct Gett {
                                   : LoadA::kTma ? BARRIER_OFFSET + STAGES * 8 : TILE_BYTES;
   static constexpr int PRODUCER_THREADS = 128;   // the producer warpgroup (WS)
   static constexpr int BLOCK_THREADS = THREADS + (WS ? PRODUCER_THREADS : 0);
-  // Three wgmma warpgroups (192 rows) and the producer launch with 128 registers a thread; the producer
-  // (TMA: one thread loads) hands most of its own to the math warpgroups for their accumulators.
-  static constexpr bool kShareRegisters = WS && THREADS == 384 && Math::kAsyncMath;
+  // Three wgmma warpgroups (192 rows) and the producer launch with 128 registers a thread, two with
+  // more than 128 accumulators a thread with 168; the producer (TMA: one thread loads) hands most of
+  // its own to the math warpgroups for their accumulators.
+  static constexpr bool kShareRegisters = WS && Math::kAsyncMath && (THREADS == 384 || BM * BN / THREADS > 128);
   static constexpr int PRODUCER_REGISTERS = 40;
-  static constexpr int MATH_REGISTERS = (65536 - PRODUCER_THREADS * PRODUCER_REGISTERS) / THREADS / 8 * 8;
+  // setmaxnreg.inc waits for registers the CTA's warps released: the pool is what the launch gave it
+  static constexpr int LAUNCH_REGISTERS = 65536 / BLOCK_THREADS / 8 * 8;
+  static constexpr int MATH_REGISTERS =
+      (LAUNCH_REGISTERS * BLOCK_THREADS - PRODUCER_THREADS * PRODUCER_REGISTERS) / THREADS / 8 * 8;
   static_assert(!kShareRegisters || TMA, "a producer warpgroup copying by cp.async needs its registers");
   // Split-K partials run along D's stride-1 mode where that is M's first mode (a plain walk of M), so
   // reduce_splits reads and writes D in whole sectors.
@@ -564,9 +572,12 @@ struct Gett {
       // a resident operand: the CTA's first tile loads it
       const bool load_a = !RESIDENT_A || t0 == 0, load_b = !RESIDENT_B || t0 == 0;
       mbarrier_arrive_expect_bytes(&full[s], (load_a ? A_STAGE_BYTES : 0) + (load_b ? B_STAGE_BYTES : 0));
-      const int k0 = (k_first + t) * BK;
-      if (load_a) tma_load_tile<typename P::TA, BM, BK, LoadA::kRowContig>(tile_a(t0 + t, t), map_a, m0, k0, &full[s]);
-      if (load_b) tma_load_tile<typename P::TB, BN, BK, LoadB::kRowContig>(tile_b(t0 + t, t), map_b, n0, k0, &full[s]);
+      const int kt = k_first + t;   // (position in the run, run) with K_RUN, else (position, 0)
+      const int k0 = (RUN_TILES ? kt % RUN_TILES : kt) * BK, k1 = RUN_TILES ? kt / RUN_TILES : 0;
+      if (load_a)
+        tma_load_tile<typename P::TA, BM, BK, LoadA::kRowContig, (RUN_TILES > 0)>(tile_a(t0 + t, t), map_a, m0, k0, k1, &full[s]);
+      if (load_b)
+        tma_load_tile<typename P::TB, BN, BK, LoadB::kRowContig, (RUN_TILES > 0)>(tile_b(t0 + t, t), map_b, n0, k0, k1, &full[s]);
     }
   }
 

@@ -35,7 +35,10 @@ struct TileLoader {
   // last one partly, wgmma reading its first BR % LINE_ELEMS)
   static constexpr int LD = ROW_CONTIG ? (SWIZZLE128 ? (BR + LINE_ELEMS - 1) / LINE_ELEMS * LINE_ELEMS : BR + PAD)
                                        : BK + PAD;
-  static constexpr int STAGE_ELEMS = ROW_CONTIG ? BK * LD : BR * LD;
+  // rows a swizzled K-major tile takes: over 256 (one TMA box), a multiple of 16, for two boxes of
+  // whole 8-line atoms
+  static constexpr int ROWS = SWIZZLE128 && !ROW_CONTIG && BR > 256 ? (BR + 15) / 16 * 16 : BR;
+  static constexpr int STAGE_ELEMS = ROW_CONTIG ? BK * LD : ROWS * LD;
   static constexpr int LINE = ROW_CONTIG ? BR : BK;                  // contiguous extent of the tile
   static constexpr int VPL = LINE / V;                               // vectors per contiguous line
   static constexpr int NVEC = BR * BK / V;

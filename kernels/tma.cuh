@@ -98,17 +98,28 @@ struct TmaStore {
 };
 
 // One stage of an operand tile of ROWS x BK 16-bit elements: K-major tiles are one box of BK x ROWS
-// (K innermost, one 128-byte line a row); MN-major tiles are ROWS / 64 boxes of 64 rows x BK, each
+// (K innermost, one 128-byte line a row), two of half the rows past 256 (the TMA's longest box side); MN-major tiles are ROWS / 64 boxes of 64 rows x BK, each
 // BK lines of 128 bytes (the layout of loader.cuh's swizzled tiles).
-template <class T, int ROWS, int BK, bool ROW_CONTIG>
-__device__ __forceinline__ void tma_load_tile(T* stage, const TensorMap* map, int row0, int k0,
+// K_SPLIT: the map's third dimension is K's second mode, at k1 (gett/tma.py, k_run); k0 then counts
+// along K's first.
+template <class T, int ROWS, int BK, bool ROW_CONTIG, bool K_SPLIT = false>
+__device__ __forceinline__ void tma_load_tile(T* stage, const TensorMap* map, int row0, int k0, int k1,
                                               unsigned long long* bar) {
   static_assert(sizeof(T) == 2 && BK == 64, "TMA tiles: 16-bit elements, K tiles of one 128-byte line");
+  // one box at (inner, outer) coordinates x, y
+  const auto box = [&](T* to, int x, int y) {
+    if constexpr (K_SPLIT) tma_load<3>(to, map, {x, y, k1}, bar);
+    else tma_load<2>(to, map, {x, y}, bar);
+  };
   if constexpr (ROW_CONTIG) {
 #pragma unroll
-    for (int j = 0; j < (ROWS + 63) / 64; ++j) tma_load<2>(stage + j * 64 * BK, map, {row0 + 64 * j, k0}, bar);
-  } else {
-    tma_load<2>(stage, map, {k0, row0}, bar);
+    for (int j = 0; j < (ROWS + 63) / 64; ++j) box(stage + j * 64 * BK, row0 + 64 * j, k0);
+  } else if constexpr (ROWS <= 256) {
+    box(stage, k0, row0);
+  } else {   // two boxes of half the rows, rounded up to whole 8-line atoms (TileLoader::ROWS)
+    constexpr int HALF = (ROWS + 15) / 16 * 8;
+    box(stage, k0, row0);
+    box(stage + HALF * BK, k0, row0 + HALF);
   }
 }
 

@@ -420,6 +420,41 @@ def assert_matches_einsum(spec, A, B, c, D, alpha, beta):
     assert err < 2e-3, f"relative error {err:.2e}"
 
 
+# (A, B, D as (modes, extents), split): 128 x 296 tiles, whose math warpgroups take the TMA producer's registers
+WIDE_CASES = [
+    # TCCG #13's pattern: K = (d, c) merging in neither operand, loaded as 3-D boxes, d = 312 padded to 5 K tiles a
+    # run; M past its last tile, N = 300 in two column tiles
+    (("acd", (200, 7, 312)), ("dbc", (312, 300, 7)), ("ab", (200, 300)), 2),
+    # K's first mode a whole number of tiles (d = 128): no padding, still 3-D boxes (strides of whole 16 bytes:
+    # a = 136)
+    (("acd", (136, 5, 128)), ("dbc", (128, 296, 5)), ("ab", (136, 296)), 1),
+    # a plain GEMM (M-major A, K-major B): 2-D boxes, B's 296 rows in two of 152
+    (("mk", (304, 1000)), ("kn", (1000, 296)), ("mn", (304, 296)), 1),
+]
+
+
+@pytest.mark.parametrize("a,b,d,split", WIDE_CASES, ids=["k-run-padded", "k-run-whole", "plain"])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_wide_tiles_load_k_of_two_modes_through_the_tma(a, b, d, split, beta):
+    """128 x 296 wgmma tiles (KernelConfig.shares_registers, gett.tma.k_run): two math warpgroups with 148
+    accumulators a thread, B's tile issued as 224 + 72 columns; K of two modes loaded as 3-D TMA boxes,
+    each run of K's first mode padded with zeros to whole tiles; split K; a NaN-poisoned D, beta != 0,
+    against numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
+    from gett.config import KernelConfig
+    rng = np.random.default_rng(31)
+    (ma, sa), (mb, sb), (md, sd) = a, b, d
+    A, B = (column_major_f16(rng, m, dict(zip(m, sh))) for m, sh in ((ma, sa), (mb, sb)))
+    c = random_values(rng, math.prod(sd), "f16").reshape(sd).astype(np.float16)
+    C, D = cp.asarray(c), cp.full(sd, np.nan, dtype=cp.float16)
+    config = KernelConfig("wgmma", 128, 296, 64, 4, split_k=split, ws=True)
+    plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=beta, config=config)
+    assert plan.kernel().config == config and plan.kernel().tma is not None
+    gett.contract(plan, 1.5, A, B, beta, C, D)
+    assert_matches_einsum(f"{ma},{mb}->{md}", A, B, c, D, 1.5, beta)
+
+
 # (A, B, D as (modes, extents), tile, stages, resident operand, TMA): producers over several tiles whose A or B
 # tile stays resident
 RESIDENT_CASES = [

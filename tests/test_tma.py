@@ -143,7 +143,7 @@ def test_three_math_warpgroups_need_a_producer_loading_by_tma():
     with pytest.raises(ValueError, match=r"bm must be one of \(64, 128\).*192 with a producer warpgroup"):
         KernelConfig("wgmma", 192, 216, 64, 4).validate()
     tall = KernelConfig("wgmma", 192, 216, 64, 4, ws=True)
-    with pytest.raises(ValueError, match="three math warpgroups.*must load by TMA"):
+    with pytest.raises(ValueError, match="math warpgroups take most.*must load by TMA"):
         render_kernel(tile_plan(gapped_gemm(1000, 1000), tall), tall)
     src = render_kernel(tile_plan(gemm(1000, 1000, 1000, b_modes="nk"), tall), tall)[0]
     assert "__launch_bounds__(512, 1)" in src and ", false, 128>" in src   # wgmma in parts of 128 columns
@@ -483,3 +483,95 @@ def test_the_d_box_kernel_takes_map_d_and_compiles_for_sm_90():
     kernel = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0,
                                    config=SIMT_P, device_arch="sm_90").kernel("sm_90")
     assert [v.tensor for v in kernel.tma] == ["D"] and kernel.report.spill_stores == 0
+
+
+WIDE_296 = KernelConfig("wgmma", 128, 296, 64, 4, split_k=22, ws=True)
+
+
+def tccg_13(d=312, c=296, a=312, b=296, **kw):
+    """TCCG #13's ``ab-acd-dbc`` (column-major): K = (d, c), which merge in neither A[a,c,d] nor B[d,b,c]."""
+    return gett.plan_contraction(D((a, c, d), (1, a, a * c), "f16"), "acd", D((d, b, c), (1, d, d * b), "f16"), "dbc",
+                                 D((a, b), (1, a), "f16"), "ab", device_arch="sm_90", **kw)
+
+
+def test_a_wide_tile_loads_k_of_two_modes_as_3d_boxes_each_run_padded():
+    """#13 under 128 x 296: the TMA loads K as its two modes, a third map dimension one position a box; K
+    tiles run over d (312 = 4 tiles of 64 and one of 56, padded with zeros: 2.6% more tiles) for each c.
+    A is M-major (boxes of 64 rows by 64 d), B K-major (64 d by 296 columns, past 256 in two boxes of 152)."""
+    from gett.tma import k_run
+    tiled = tile_plan(tccg_13(), WIDE_296)
+    assert k_run(tiled, WIDE_296) == 312
+    a, b = views(tccg_13(), WIDE_296)
+    assert a == TmaOperand("A", "f16", False, (312, 312, 296), 312 * 296 * 2, (64, 64, 1), 312 * 2)
+    assert b == TmaOperand("B", "f16", True, (312, 296, 296), 312 * 2, (64, 152, 1), 312 * 296 * 2)
+    assert a.byte_strides == (312 * 296 * 2, 312 * 2)
+    src = render_kernel(tiled, WIDE_296, arch="sm_90")[0]
+    assert "K_RUN = 312;" in src and ", false, 224>" in src   # wgmma issued as 224 + 72 columns
+
+
+@pytest.mark.parametrize("change,why", [
+    ({"cfg": KernelConfig("wgmma", 128, 160, 64, 4, split_k=22, ws=True)},
+     "not a wide tile: cp.async (#13 ran 78 us through the TMA, 72 by cp.async)"),
+    ({"d": 100}, "d = 100 in 2 tiles of 64: 28% padding"),
+    ({"d": 128}, "d = 128: no padding, yet K loads as two modes"),
+])
+def test_k_runs_only_for_wide_tiles_and_little_padding(change, why):
+    from gett.tma import k_run
+    change = dict(change)
+    cfg = change.pop("cfg", WIDE_296)
+    plan = tile_plan(tccg_13(**change), cfg)
+    assert k_run(plan, cfg) == (128 if change.get("d") == 128 else 0), why
+
+
+def test_k_of_one_merged_mode_loads_as_before():
+    """A plain GEMM (K one mode): the wide tile's views stay 2-D, K_RUN 0."""
+    plan = gemm(312, 296, 20000, b_modes="nk", config=WIDE_296)
+    a, b = views(plan, WIDE_296)
+    assert len(a.extents) == len(b.extents) == 2 and b.box == (64, 152)
+    assert "K_RUN = 0;" in render_kernel(tile_plan(plan, WIDE_296), WIDE_296, arch="sm_90")[0]
+
+
+def test_a_wide_tile_needs_a_tma_producer_and_a_k_major_b():
+    """128 x 296: more than 128 accumulators a thread, taken from a TMA producer's registers; B's tile is
+    issued as 224 + 72 columns, parts an N-major B's 64-column atoms don't allow."""
+    assert WIDE_296.shares_registers and not KernelConfig("wgmma", 128, 256, 64, 4, ws=True).shares_registers
+    for bad in (replace(WIDE_296, ws=False), replace(WIDE_296, bm=64), replace(WIDE_296, bn=304)):
+        with pytest.raises(ValueError, match="wgmma tile"):
+            bad.validate()
+    with pytest.raises(ValueError, match="must load by TMA"):
+        render_kernel(tile_plan(gapped_gemm(296, 20000), WIDE_296), WIDE_296)
+    with pytest.raises(ValueError, match="needs B K-major"):
+        render_kernel(tile_plan(gemm(312, 296, 20000, b_modes="kn"), WIDE_296), WIDE_296)
+
+
+def test_a_wide_k_run_kernel_compiles_without_spills_in_the_shared_memory_it_declares():
+    """#13 as 128 x 296 s4 k22: B's stage holds 304 rows (two TMA boxes of 152), the kernel's
+    static_assert checks the host's shared-memory size; the math warpgroups get 232 registers, so NVRTC
+    compiles them without spills."""
+    plan = tccg_13(config=WIDE_296)
+    src, smem, threads, _ = render_kernel(tile_plan(plan, WIDE_296), WIDE_296, arch="sm_90")
+    assert threads == 384 and smem == 4 * (128 * 64 + 304 * 64) * 2 + 2 * 4 * 8
+    kernel = plan.kernel("sm_90")
+    assert kernel.config == WIDE_296 and kernel.report.spill_stores == 0 and kernel.shared_bytes == smem
+
+
+def test_ops_on_a_turn_a_wide_tile_into_the_producer_width():
+    """A database entry of 128 x 296 (loaded by TMA) borrowed by a plan with an op on A: 128 x 160, as
+    _producer_tile would take for N = 296, then the usual split-K adaptation (no producer, 3 stages)."""
+    from gett.config import for_load_ops
+    plan = gemm(312, 296, 92352, b_modes="nk", op_a=gett.ops.relu)
+    cfg = for_load_ops(plan, WIDE_296)
+    assert (cfg.bm, cfg.bn, cfg.ws, cfg.stages) == (128, 160, False, 3)
+    cfg.validate()
+
+
+def test_a_tuned_entry_this_plan_cannot_take_falls_back_to_the_heuristic(monkeypatch):
+    """A near-identical shape's entry whose tile this plan's layouts refuse (128 x 296 with an N-major
+    B): a warning, then the heuristic's kernel, not an error."""
+    import gett.plan_db
+    from gett.kernel import kernel_source
+    plan = gemm(312, 296, 20000, b_modes="kn", device_arch="sm_90")
+    monkeypatch.setattr(gett.plan_db, "lookup", lambda p, arch, exact=False: WIDE_296)
+    with pytest.warns(UserWarning, match="does not apply"):
+        ks = kernel_source(plan, "sm_90")
+    assert ks.config == default_config(plan, "sm_90")
