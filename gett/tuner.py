@@ -76,8 +76,8 @@ def _wgmma_configs(plan, arch: str) -> list:
     """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 3 to 5 stages, with
     and without a producer warpgroup (ws), and a producer over several tiles (persistent) where K is not
     split, also with A's or B's tile resident (one batch); 192 rows of 192 to 240 columns and 128 rows of
-    the wide widths (valid with a producer loading by TMA only); for M up to 128 also swapped ones (M the instruction's width, the smallest
-    that covers it, over 64 to 256 rows of N)."""
+    the wide widths (valid with a producer loading by TMA only); for M up to 128 also swapped ones (M the
+    instruction's width, the smallest that covers it, over 64 to 256 rows of N)."""
     if not has_wgmma(arch) or math_path(plan) != "mma16":
         return []
     shapes = [(bm, bn, False) for bm, bn in product((64, 128), WGMMA_N)]

@@ -255,7 +255,8 @@ struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : B
   }
   // k step s of the columns from C0 on, PART at a time: a K-major tile's columns are its lines, an
   // MN-major one's 64-column atoms lie BK lines apart (PART a multiple of 64 keeps parts in whole atoms).
-  static_assert(PART >= WIDTH || PART % 64 == 0 || !LoadCols::kRowContig, "instruction parts of whole 64-column atoms");
+  static_assert(PART >= WIDTH || PART % 64 == 0 || !LoadCols::kRowContig,
+                "an MN-major operand's instruction parts are whole 64-column atoms");
   template <int C0>
   __device__ __forceinline__ void multiply(const T* rows, const T* cols, int s) {
     constexpr int W = WIDTH - C0 < PART ? WIDTH - C0 : PART;

@@ -421,6 +421,7 @@ def assert_matches_einsum(spec, A, B, c, D, alpha, beta):
 
 
 # (A, B, D as (modes, extents), split): 128 x 296 tiles, whose math warpgroups take the TMA producer's registers
+# (a producer over several tiles would not fit its epilogue tile too)
 WIDE_CASES = [
     # TCCG #13's pattern: K = (d, c) merging in neither operand, loaded as 3-D boxes, d = 312 padded to 5 K tiles a
     # run; M past its last tile, N = 300 in two column tiles

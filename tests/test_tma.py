@@ -542,6 +542,8 @@ def test_a_wide_tile_needs_a_tma_producer_and_a_k_major_b():
         render_kernel(tile_plan(gapped_gemm(296, 20000), WIDE_296), WIDE_296)
     with pytest.raises(ValueError, match="needs B K-major"):
         render_kernel(tile_plan(gemm(312, 296, 20000, b_modes="kn"), WIDE_296), WIDE_296)
+    from gett.tuner import _fits   # over several tiles, its epilogue tile next to 3 stages: 247 KB
+    assert not _fits(gemm(3200, 296, 320, b_modes="nk"), "sm_90", replace(WIDE_296, split_k=1, persistent=True))
 
 
 def test_a_wide_k_run_kernel_compiles_without_spills_in_the_shared_memory_it_declares():
