@@ -77,6 +77,12 @@ def check(case, got, expect, tol):
     if case.dtype[0] == "i":   # exact, wrapping like the kernel's integer arithmetic
         assert np.array_equal(got, expect.astype(got.dtype)), "integer result differs"
         return
+    assert_close(got, expect, tol)
+
+
+def assert_close(got, expect, tol=2e-3):
+    """``got`` (a NaN-poisoned output, on the host) against ``expect`` (float64): every element written,
+    relative Frobenius error at most ``tol`` (2e-3: f16 data)."""
     assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
     ref = np.linalg.norm(expect.ravel()) or 1.0
     err = np.linalg.norm((got - expect).ravel()) / ref
@@ -147,9 +153,7 @@ def test_staged_operands_with_fused_ops(dtype, tol):
                                                          to_host(B).astype(np.float64),
                                                          to_host(C).astype(np.float64)))
     expect = 1.5 * np.einsum("kma,kbn->mn", la, lb) - 0.5 * lc
-    got = to_host(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) <= tol
+    assert_close(to_host(D).astype(np.float64), expect, tol)
 
 
 @pytest.mark.parametrize("dtype,tol,vector", [("f16", 2e-3, 8), ("f32", 1e-5, 4)])
@@ -173,9 +177,7 @@ def test_transposing_copy_in_vectors(dtype, tol, vector):
     a = to_host(A).astype(np.float64)
     expect = np.einsum("kma,kan->mn", np.where(a > 0, a, 0.01 * a), to_host(B).astype(np.float64)) \
         + 0.5 * to_host(C).astype(np.float64)
-    got = to_host(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) <= tol
+    assert_close(to_host(D).astype(np.float64), expect, tol)
 
 
 def test_planner_stages_a_small_operand_for_its_op():
@@ -191,9 +193,7 @@ def test_planner_stages_a_small_operand_for_its_op():
     gett.contract(plan, 1.0, A, B, 1.0, C, D)
     b = to_host(B).astype(np.float64)
     expect = np.abs(to_host(A).astype(np.float64)) @ np.where(b > 0, b, 0.01 * b) + to_host(C).astype(np.float64)
-    got = to_host(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) <= 2e-3
+    assert_close(to_host(D).astype(np.float64), expect)
 
 
 WGMMA_TILES = [(64, 64), (64, 128), (128, 128), (128, 160), (128, 192), (128, 224), (128, 240), (128, 256)]
@@ -257,10 +257,7 @@ def test_wgmma_long_k_every_operand_direction(a_modes, b_modes, tile, ops, stage
     if "b" in ops:
         b64 = np.where(b64 > 0, b64, 0.25 * b64)
     expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", a64, b64)
-    got = cp.asnumpy(D)
-    assert np.all(np.isfinite(got))
-    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
-    assert err < 2e-3, f"relative error {err:.2e}"
+    assert_close(cp.asnumpy(D), expect)
 
 
 @pytest.mark.parametrize("d_fast", ["m", "n"])
@@ -291,10 +288,7 @@ def test_wgmma_swapped_operands(a_modes, b_modes, m, k, tile, stages, ws, split,
     gett.contract(plan, 1.5, A, B, -0.5, C, D)
     expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", cp.asnumpy(A).astype(np.float64),
                              cp.asnumpy(B).astype(np.float64)) - 0.5 * cp.asnumpy(C).astype(np.float64)
-    got = cp.asnumpy(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
-    assert err < 2e-3, f"relative error {err:.2e}"
+    assert_close(cp.asnumpy(D).astype(np.float64), expect)
 
 
 def column_major_f16(rng, modes, ext):
@@ -330,10 +324,7 @@ def test_tma_loads_every_operand_direction(a_modes, b_modes, tile, split):
         gett.contract(plan, 1.5, A, B, 0.0, D)
         expect = 1.5 * np.einsum(f"{a_modes},{b_modes}->mn", cp.asnumpy(A).astype(np.float64),
                                  cp.asnumpy(B).astype(np.float64))
-        got = cp.asnumpy(D)
-        assert np.all(np.isfinite(got))
-        err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
-        assert err < 2e-3, f"relative error {err:.2e}"
+        assert_close(cp.asnumpy(D), expect)
 
 
 @pytest.mark.parametrize("c_layout", ["like D", "transposed", "in place"])
@@ -358,10 +349,7 @@ def test_warp_specialised_kernels_read_c(c_layout, batch, rows):
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
     expect = 1.5 * np.einsum("lmk,lkn->lmn", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
     expect += 0.5 * c.astype(np.float64)
-    got = cp.asnumpy(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
-    assert err < 2e-3, f"relative error {err:.2e}"
+    assert_close(cp.asnumpy(D).astype(np.float64), expect)
 
 
 # (rows, columns, stages, batch, swap): CTAs over several tiles with a producer warpgroup; 5 K tiles a tile
@@ -403,10 +391,7 @@ def test_persistent_warp_specialised_kernels(rows, cols, stages, batch, swap, be
     gett.contract(plan, 1.5, A, B, beta, C, D)
     expect = 1.5 * np.einsum("lmk,lkn->lmn", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
     expect += beta * c.astype(np.float64)
-    got = cp.asnumpy(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
-    assert err < 2e-3, f"relative error {err:.2e}"
+    assert_close(cp.asnumpy(D).astype(np.float64), expect)
 
 
 def assert_matches_einsum(spec, A, B, c, D, alpha, beta):
@@ -414,10 +399,7 @@ def assert_matches_einsum(spec, A, B, c, D, alpha, beta):
     element written, relative error under 2e-3 (f16 data)."""
     expect = alpha * np.einsum(spec, cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
     expect += beta * c.astype(np.float64)
-    got = cp.asnumpy(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
-    assert err < 2e-3, f"relative error {err:.2e}"
+    assert_close(cp.asnumpy(D).astype(np.float64), expect)
 
 
 # (A, B, D as (modes, extents), split): 128 x 296 tiles, whose math warpgroups take the TMA producer's registers
@@ -553,10 +535,7 @@ def test_a_persistent_producer_applies_ops_once_a_stage_lands():
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
     a, b = cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64)
     expect = 1.5 * np.where(a > 0, a, 0.01 * a) @ np.where(b > 0, b, 0.5 * b) + 0.5 * c.astype(np.float64)
-    got = cp.asnumpy(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
-    assert err < 2e-3, f"relative error {err:.2e}"
+    assert_close(cp.asnumpy(D).astype(np.float64), expect)
 
 
 # (config, semiring): SIMT kernels whose producer warpgroup loads (KernelConfig.ws on the simt path)
@@ -688,9 +667,7 @@ def test_tma_loads_staged_operands():
     assert plan.staged_plan is not None and plan.kernel().tma is not None
     gett.contract(plan, 1.0, A, B, 0.0, D)
     expect = np.einsum(f"{a},{b}->{d}", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
-    got = cp.asnumpy(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 4e-3
+    assert_close(cp.asnumpy(D).astype(np.float64), expect, 4e-3)
 
 
 @pytest.mark.parametrize("notation", ["abcd-eafb-fdec", "abcd-aebf-dfce", "abcd-eafd-fbec"])
@@ -710,9 +687,7 @@ def test_wgmma_box_tiled_tccg_shapes(notation):
         plan = gett.plan_contraction(A, a, B, b, D, d, config=KernelConfig("wgmma", *tile, 64, 3, ws=ws))
         gett.contract(plan, 1.0, A, B, 0.0, D)
         expect = np.einsum(f"{a},{b}->{d}", cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
-        got = cp.asnumpy(D)
-        assert np.all(np.isfinite(got))
-        assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 2e-3
+        assert_close(cp.asnumpy(D), expect)
         D.fill(np.nan)
 
 
@@ -722,10 +697,7 @@ def check_epilogue(plan, subscripts, A, B, C, D):
     gett.contract(plan, 1.0, A, B, 0.5, C, D)
     expect = np.einsum(subscripts, *(cp.asnumpy(x).astype(np.float64) for x in (A, B))) \
         + cp.asnumpy(C).astype(np.float64)
-    got = cp.asnumpy(D).astype(np.float64)
-    assert np.all(np.isfinite(got))
-    tol = 4e-3 if D.dtype == np.float16 else 2e-3
-    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < tol
+    assert_close(cp.asnumpy(D).astype(np.float64), expect, 4e-3 if D.dtype == np.float16 else 2e-3)
 
 
 def epilogue_args(source: str) -> dict:
@@ -827,9 +799,7 @@ def test_memory_bound_simt_tiles(subscripts, extents, tile, stages, thread, spli
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
     expect = 1.5 * np.einsum(subscripts, *(cp.asnumpy(x).astype(np.float64) for x in (A, B))) \
         + 0.5 * cp.asnumpy(C).astype(np.float64)
-    got = cp.asnumpy(D).astype(np.float64)
-    assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
-    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 1e-5
+    assert_close(cp.asnumpy(D).astype(np.float64), expect, 1e-5)
 
 
 def test_a_k_major_a_with_k_of_72_takes_one_k_tile_of_80():
@@ -849,9 +819,7 @@ def test_a_k_major_a_with_k_of_72_takes_one_k_tile_of_80():
     assert (plan.kernel().config.bm, plan.kernel().config.bk) == (256, 80)
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
     expect = 1.5 * np.einsum("ebad,ce->abcd", a, b, optimize=True) + 0.5 * c
-    got = cp.asnumpy(D).astype(np.float64)
-    assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
-    assert np.linalg.norm(got - expect) / np.linalg.norm(expect) < 2e-3
+    assert_close(cp.asnumpy(D).astype(np.float64), expect)
 
 
 # (subscripts, extents, (BM, BN, BK), stages, split): mma.sync tiles whose A tile is one TMA box of A
@@ -961,9 +929,7 @@ def check_box_tile(subscripts, extents, cfg, dtype, op_a=None, op_b=None, ref_a=
     a, b = (f(x.astype(np.float64)) if f else x.astype(np.float64) for f, x in ((ref_a, a), (ref_b, b)))
     expect = 1.5 * np.einsum(subscripts, a, b, optimize=True) + 0.5 * c.astype(np.float64)
     got = (D.float().cpu().numpy() if torch is not None else cp.asnumpy(D)).astype(np.float64)
-    assert np.all(np.isfinite(got)), f"{np.sum(~np.isfinite(got))} of {got.size} outputs not written"
-    err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
-    assert err < (1e-2 if dtype == "bf16" else 2e-3), f"relative error {err:.2e}"
+    assert_close(got, expect, 1e-2 if dtype == "bf16" else 2e-3)
     return plan
 
 
@@ -990,8 +956,7 @@ def test_split_k_matches_numpy_and_is_deterministic(dtype, order):
     if dtype == "i32":
         assert np.array_equal(got, expect.astype(np.int32))
     else:
-        err = np.linalg.norm(got - expect) / np.linalg.norm(expect)
-        assert err < {"f16": 2e-3, "f32": 1e-5, "f64": 1e-12, "c64": 1e-5}[dtype]
+        assert_close(got, expect, {"f16": 2e-3, "f32": 1e-5, "f64": 1e-12, "c64": 1e-5}[dtype])
     assert cp.array_equal(cp.ascontiguousarray(D1).view(cp.uint8), cp.ascontiguousarray(D2).view(cp.uint8))
 
 
