@@ -1,8 +1,8 @@
 // The Tensor Memory Accelerator (sm_90): one thread copies a whole box of a tensor of up to five
 // dimensions from global to shared memory, and the copy's bytes complete an mbarrier's phase: wgmma
 // tiles of 2-D operands (3-D where K is two modes) in the 128-byte-swizzled layout (tma_load_tile), and
-// mma.sync A tiles that are one box of A (TmaBoxLoader). The tensor map (shape, strides, box, swizzle) is encoded on the host
-// (gett/tensor_map.py) and passed as a __grid_constant__ kernel parameter.
+// mma.sync A tiles that are one box of A (TmaBoxLoader). The tensor map (shape, strides, box, swizzle) is
+// encoded on the host (gett/tensor_map.py) and passed as a __grid_constant__ kernel parameter.
 #pragma once
 #include "barrier.cuh"
 #include "copy.cuh"
