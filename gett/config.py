@@ -321,10 +321,8 @@ def _producer_tile(plan) -> KernelConfig | None:
     from .codegen import shared_bytes, shared_ctas
     if loads_have_ops(plan) or plan.beta_hint:   # (no hint: the common beta = 0 is worth more)
         return None
-    k_major_b = not _layouts(plan, _WGMMA_128X128)[1].row_contig
-    widths = [w for w in WGMMA_N if w >= 128 and (k_major_b or w % 64 == 0)]
-    width = min(widths, key=lambda w: (-(-plan.n // w), w))
-    cfg = replace(_WGMMA_128X128, bn=width, ws=True, persistent=True)
+    widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig)
+    cfg = replace(_WGMMA_128X128, bn=_fewest_columns(plan, widths), ws=True, persistent=True)
     tiled, a, b = _tiled_layouts(plan, cfg)
     if not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
         return None
@@ -342,6 +340,16 @@ def _producer_tile(plan) -> KernelConfig | None:
         tiled_c, a_c, b_c = _tiled_layouts(plan, c)
         return shared_ctas(shared_bytes(tiled_c, c, a_c, b_c)) >= 1
     return next((c for c in candidates if fits(c)), None)
+
+
+def _producer_widths(k_major_b: bool) -> list:
+    """The widths a producer tile takes: WGMMA_N from 128, for an N-major B whole 64-column atoms."""
+    return [w for w in WGMMA_N if w >= 128 and (k_major_b or w % 64 == 0)]
+
+
+def _fewest_columns(plan, widths) -> int:
+    """The narrowest of ``widths`` that covers N in the fewest column tiles."""
+    return min(widths, key=lambda w: (-(-plan.n // w), w))
 
 
 def _waves(plan, cfg: KernelConfig) -> int:
@@ -406,8 +414,8 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       positions transformed 64 deep, 96 at 32) 256 x 32 x 64 s3 64.4 us, 256 x 32 x 32 s3 59.7,
       128 x 32 x 32 s3 62.5, s4 57.8."""
     cfg = replace(cfg, persistent=cfg.persistent and not cfg.ws)   # the ws branches below drop the producer
-    if cfg.bn in WGMMA_WIDE_N:   # a wide tile loads by TMA: the narrowest width in as few column tiles
-        cfg = replace(cfg, bn=min((w for w in WGMMA_N if w >= 128), key=lambda w: (-(-plan.n // w), w)))
+    if cfg.bn in WGMMA_WIDE_N:   # a wide tile loads by TMA (its B K-major): _producer_tile's width instead
+        cfg = replace(cfg, bn=_fewest_columns(plan, _producer_widths(k_major_b=True)))
     if cfg.ws and cfg.split_k > 1 and cfg.bn == 256:
         return replace(cfg, ws=False, bn=128, stages=max(cfg.stages, 4))
     if cfg.ws and cfg.split_k > 1 and cfg.bm == 64:
