@@ -212,14 +212,18 @@ def tma_views(plan, cfg: KernelConfig, layouts, arch: str | None) -> tuple | Non
     return (box,) if box is not None else tma_operands(plan, cfg, layouts)
 
 
-def check_persistent(plan, cfg: KernelConfig, box, b: OperandLayout) -> None:
+def check_persistent(plan, cfg: KernelConfig, box, a: OperandLayout, b: OperandLayout) -> None:
     """ValueError unless a CTA can run several of ``plan``'s tiles under ``cfg`` (kernels/gett.cuh): a
     producer warpgroup (run_tiles_ws) can, given one K range a tile (KernelConfig.validate); without one
-    (run_tiles), A's tile must be a TMA box (``box``, see :func:`gett.tma.tile_box`), B copied
-    asynchronously (any op applied in place), N in one tile, one batch."""
+    (run_tiles), A's tile must be a TMA box (``box``, see :func:`gett.tma.tile_box`) or copied
+    asynchronously in place without an op, B copied asynchronously (any op applied in place), N in one
+    tile, one batch."""
     if cfg.ws:
         return
-    why = ("A's tile is not one TMA box of A (gett.tma.tile_box)" if box is None
+    why = ("A's tile is neither one TMA box of A (gett.tma.tile_box) nor copied asynchronously"
+           if box is None and (not a.is_async or a.step != 1)
+           else "A's tile is copied by cp.async with an op (applied where the copies of a later tile are "
+                "already in flight)" if box is None and plan.ops.op_a is not None
            else f"N = {plan.n} takes more than one tile of {cfg.bn}" if plan.n > cfg.bn
            else f"the batch has {plan.batch} indices" if plan.batch != 1
            else "B is staged through registers" if not b.is_async
@@ -245,7 +249,8 @@ def shared_bytes(plan, cfg: KernelConfig, a: OperandLayout, b: OperandLayout, a_
     k_tiles = -(-max(-(-plan.k // cfg.bk), 1) // cfg.split_k)   # K tiles of one CTA: USED_STAGES
     a_stage = cfg.bm * cfg.bk if a_box else stage_elems(a, cfg.bm, ia)
     stages = cfg.stages if cfg.persistent else min(cfg.stages, k_tiles)
-    a_tiles, b_tiles = (k_tiles if cfg.resident == t else stages for t in "ab")   # Gett::A_SLOTS, B_SLOTS
+    b_stays = cfg.resident == "b" or (cfg.persistent and not cfg.ws)   # Gett::B_STAYS
+    a_tiles, b_tiles = k_tiles if cfg.resident == "a" else stages, k_tiles if b_stays else stages   # A_SLOTS, B_SLOTS
     pipe = a_tiles * a_stage * ia + b_tiles * stage_elems(b, cfg.bn, ib) * ib
     te = plan.descriptors["D"].dtype.itemsize   # the epilogue tile holds C, then D (one type)
     fast, tx, _ = epilogue_walk(plan, cfg)
@@ -342,7 +347,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     views = tma_views(plan, cfg, (la, lb), arch)
     box = views[0] if views and isinstance(views[0], TmaBox) else None
     if cfg.persistent:
-        check_persistent(plan, cfg, box, lb)
+        check_persistent(plan, cfg, box, la, lb)
     d_view = store_box(plan, cfg)
     smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads

@@ -59,7 +59,12 @@ struct Gett {
                                    : K_TILES_PER_SPLIT < 1 ? 1 : K_TILES_PER_SPLIT < STAGES ? K_TILES_PER_SPLIT : STAGES;
   static constexpr bool RESIDENT_A = RESIDENT == 'A', RESIDENT_B = RESIDENT == 'B';
   static constexpr int A_SLOTS = RESIDENT_A ? K_TILES : USED_STAGES;   // A's tiles in shared memory
-  static constexpr int B_SLOTS = RESIDENT_B ? K_TILES : USED_STAGES;   // B's
+  // A CTA over several tiles without a producer (run_tiles) has one column of tiles, so every tile takes
+  // the same K tiles of B: it copies them once, and they stay. (Copied again for every tile, the 132
+  // CTAs' requests for the same few lines of B queue at one L2 slice: H100, TCCG #6's loop without its
+  // epilogue 84 -> 61 us without B's copies.)
+  static constexpr bool B_STAYS = RESIDENT_B || (PERSIST && !WS);
+  static constexpr int B_SLOTS = B_STAYS ? K_TILES : USED_STAGES;   // B's
   static constexpr int PIPE_BYTES = A_SLOTS * A_STAGE_BYTES + B_SLOTS * B_STAGE_BYTES;
   // The epilogue tile holds C, then D, as they are stored (half the bytes of f32 accumulators for 16-bit
   // data); the planner gives C and D one type.
@@ -110,9 +115,10 @@ struct Gett {
                          !LoadA::kTransposes && !LoadB::kTransposes),
                 "TMA loads plain swizzled tiles in the producer warpgroup (no ops, no transpositions)");
   static_assert(!LoadA::kTma || (!WS && !TMA && !LoadB::kTma), "a TMA box tile is A's, in a kernel without a producer");
-  static_assert(!PERSIST || WS || (LoadA::kTma && LoadB::kAsync && !LoadB::kTransposes && !Math::kAsyncMath &&
-                                   SPLIT == 1 && P::L == 1 && P::N <= BN),
-                "a CTA over several tiles: A a TMA box tile, B copied asynchronously, one column of tiles, one batch");
+  static_assert(!PERSIST || WS || ((LoadA::kTma || (LoadA::kAsync && !LoadA::kTransposes)) && LoadB::kAsync &&
+                                   !LoadB::kTransposes && !Math::kAsyncMath && SPLIT == 1 && P::L == 1 && P::N <= BN),
+                "a CTA over several tiles: A a TMA box tile or copied asynchronously, B copied asynchronously, one "
+                "column of tiles, one batch");
   static_assert(!PERSIST || !WS || SPLIT == 1, "a producer over several tiles: no split K");
   static_assert(RESIDENT == 0 || ((RESIDENT_A || RESIDENT_B) && PERSIST && WS && SPLIT == 1 && P::L == 1 &&
                                    !(RESIDENT_A ? LoadA::kHasOp || LoadA::kTransposes : LoadB::kHasOp || LoadB::kTransposes)),
@@ -148,7 +154,7 @@ struct Gett {
       run_tiles_ws(A, B, C, D, alpha, beta, tid, map_a, map_b, map_d);
       return;
     } else if constexpr (PERSIST) {
-      run_tiles(B, C, D, alpha, beta, tid, map_a);
+      run_tiles(A, B, C, D, alpha, beta, tid, map_a);
       return;
     }
 
@@ -228,7 +234,7 @@ struct Gett {
     return stage_a(RESIDENT_A ? kt : t % STAGES);
   }
   __device__ __forceinline__ static typename P::TB* tile_b(int t, int kt) {
-    return stage_b(RESIDENT_B ? kt : t % STAGES);
+    return stage_b(B_STAYS ? kt : t % STAGES);
   }
   // A barrier over the threads that compute and store the tile (all of them unless warp-specialised).
   __device__ __forceinline__ static void sync_math_threads() {
@@ -326,11 +332,13 @@ struct Gett {
   }
 
   // PERSIST: this CTA's tiles (blockIdx.x, then every gridDim.x-th) and all their K tiles as one
-  // sequence through the stages, A's boxes loaded by one thread, B's tile by every thread (cp.async), ops
-  // applied in place once a stage has landed;
+  // sequence through the stages, A's boxes loaded by one thread (or A's tile copied by every thread, its
+  // rows found again at each tile's first K tile); B's K tiles copied by every thread (cp.async) once,
+  // before A's (B_STAYS); ops applied in place once a stage (B's tiles: the first time) has landed;
   // the epilogue has its own shared memory, so the loads of the next STAGES - 1 K tiles, the next
   // tiles' once K fits in one, are in flight while it runs. (The tiles are one column: N <= BN.)
-  __device__ __forceinline__ static void run_tiles(const typename P::TB* __restrict__ B,
+  __device__ __forceinline__ static void run_tiles(const typename P::TA* __restrict__ A,
+                                                   const typename P::TB* __restrict__ B,
                                                    const typename P::TC* __restrict__ C,
                                                    typename P::TD* __restrict__ D, Acc alpha, Acc beta, int tid,
                                                    const TensorMap* map_a) {
@@ -341,12 +349,21 @@ struct Gett {
     auto first_row = [&](int t) { return (first + t / k_tiles * step) * BM; };   // of the t-th load's tile
     LoadA load_a;
     LoadB load_b;
-    load_a.init(map_a, stage_barriers(tid, 1), 0, 0, tid);   // one arrival, then the bytes
+    if constexpr (LoadA::kTma) load_a.init(map_a, stage_barriers(tid, 1), 0, 0, tid);   // one arrival, then the bytes
     load_b.init(B, 0, P::N, P::K, tid);
+    if (loads > 0) {
+#pragma unroll
+      for (int kt = 0; kt < k_tiles; ++kt) load_b.issue(tile_b(0, kt), kt);
+    }
+    cp_async_commit();   // the oldest group: landed once A's first K tile has
     auto issue = [&](int t) {
       if (t < loads) {
-        load_a.issue_tile(stage_a(t % STAGES), first_row(t), t % k_tiles, t);
-        load_b.issue(stage_b(t % STAGES), t % k_tiles);
+        if constexpr (LoadA::kTma) {
+          load_a.issue_tile(stage_a(t % STAGES), first_row(t), t % k_tiles, t);
+        } else {
+          if (t % k_tiles == 0) load_a.init(A, first_row(t), P::M, P::K, tid);
+          load_a.issue(stage_a(t % STAGES), t % k_tiles);
+        }
       }
       cp_async_commit();
     };
@@ -356,14 +373,14 @@ struct Gett {
     for (int t = 0; t < loads; ++t) {
       const int kt = t % k_tiles;
       cp_async_wait<STAGES - 2>();
-      load_a.wait(t);
+      if constexpr (LoadA::kTma) load_a.wait(t);
       load_a.template transform<MATH_BATCH>(stage_a(t % STAGES), kt);   // the ops, where A or B has one
-      load_b.template transform<MATH_BATCH>(stage_b(t % STAGES), kt);
+      if (t < k_tiles) load_b.template transform<MATH_BATCH>(tile_b(t, kt), kt);
       __syncthreads();
       issue(t + STAGES - 1);   // into the stage every thread has finished with
       if (kt == 0) math.init(tid);
       const long long k_left = P::K - (long long)kt * BK;
-      math.compute(stage_a(t % STAGES), stage_b(t % STAGES), k_left < BK ? int(k_left) : BK);
+      math.compute(stage_a(t % STAGES), tile_b(t, kt), k_left < BK ? int(k_left) : BK);
       if (kt == k_tiles - 1) epilogue(math, C, D, first_row(t), 0, alpha, beta, tid);
     }
   }

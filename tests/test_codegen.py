@@ -448,9 +448,11 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert (config(6).bk, config(7).bk) == (32, 48)   # K = 48 (#7) in one K tile
     # K = 72 in one tile of 80 where A is K-major (#5), not in #3/#4's TMA boxes (K's tile inside K)
     assert (config(5).bk, config(3).bk, config(4).bk) == (80, 32, 32)
-    # the 576-row box tiles (one CTA per SM) run several tiles a CTA on sm_90; #6-8 (four CTAs an SM) do not
+    # the 576-row box tiles (one CTA per SM) run several tiles a CTA on sm_90; #6-8 (four CTAs an SM) do not;
+    # #5's A tile, copied by cp.async, does with 2 stages, all of K in one tile; #1/#2 (K in several) do not
     assert config(3).persistent and config(4).persistent and config(3).stages == 3
-    assert not any(config(i).persistent for i in (1, 2, 5, 6, 7, 8))
+    assert config(5).persistent and config(5).stages == 2
+    assert not any(config(i).persistent for i in (1, 2, 6, 7, 8))
     assert (config(31).bm, config(31).bn) == (192, 128)
     assert (config(32).bm, config(32).bn) == (128, 192)   # D's run of 24 lies in N there
     assert (config(33).bm, config(33).bn) == (128, 128)
@@ -785,3 +787,33 @@ def test_simt_column_runs_only_where_the_epilogue_stores_stay_cheap(k, m_fast, r
     assert cfg.math == "simt"
     source = render_kernel(plan, cfg)[0]
     assert f"{cfg.tm}, {cfg.tn}, {runs}, false>;" in source   # lanes along N (no lanes_m)
+
+
+@pytest.mark.parametrize("tccg,cfg", [
+    (1, KernelConfig("mma16", 384, 32, 32, 3, wm=32, wn=32, persistent=True)),   # 10 K tiles of B stay
+    (5, KernelConfig("mma16", 256, 32, 80, 2, wm=32, wn=32, persistent=True)),   # A K-major, one K tile
+])
+def test_a_tile_copied_asynchronously_runs_in_ctas_over_several_tiles(tccg, cfg):
+    """A's tile need not be a TMA box for CTAs over several tiles (kernels/gett.cuh run_tiles): its rows are
+    found again at each tile's first K tile. B's K tiles are copied once and stay, so only A's stages grow
+    with the depth; NVRTC compiles the kernel without spills."""
+    from gett.tiling import tile_plan
+    from tccg_suite.suite import select
+    c = select([tccg])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+    src, smem, _, tma = render_kernel(tile_plan(plan, cfg), cfg, arch="sm_90")
+    assert tma is None and "gett::TileLoader<Problem::TA" in src
+    assert "true>;" in src.split("using Kernel = ")[1].split("\n")[0]   # PERSIST
+    deeper = replace(cfg, stages=cfg.stages + 1)
+    a_stage = (cfg.bm + 8) * cfg.bk * 2 if tccg == 1 else cfg.bm * (cfg.bk + 8) * 2   # padded rows
+    assert render_kernel(tile_plan(plan, deeper), deeper, arch="sm_90")[1] == smem + a_stage
+    kernel = build_kernel(plan, "sm_90", cfg)
+    assert kernel.shared_bytes == smem and kernel.report.spill_stores == 0
+    # an op on A would be applied by a loader already set to a later tile's rows: refused, and the
+    # heuristic keeps one tile a CTA
+    fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
+                                  op_a=lambda x: 2 * x)
+    with pytest.raises(ValueError, match="cp.async with an op"):
+        render_kernel(tile_plan(fused, cfg), cfg, arch="sm_90")
+    assert not default_config(fused, "sm_90").persistent

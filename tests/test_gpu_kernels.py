@@ -878,6 +878,32 @@ def test_persistent_box_tiles(subscripts, extents, tile, stages, wm, dtype):
     assert grid < output_tiles(plan, cfg) / 1.5, f"{grid} CTAs for {output_tiles(plan, cfg)} tiles"
 
 
+# (subscripts, extents, (BM, BN, BK), stages): CTAs over several tiles whose A tile is copied by cp.async
+# (no TMA box), B's K tiles copied once
+COPIED_PERSISTENT_TILES = [
+    ("bda,dc->abc", (312, 312, 24, 100), (384, 32, 32), 3),            # #1: 12 x 8 boxes, 4 K tiles, the last partial
+    ("ebad,ce->abcd", (72, 40, 24, 72, 72), (256, 32, 80), 2),         # #5: A K-major, K in one tile
+    ("dca,bd->abc", (312, 24, 200, 312), (256, 32, 64), 3),            # #2: 5 K tiles
+]
+
+
+@pytest.mark.parametrize("subscripts,extents,tile,stages", COPIED_PERSISTENT_TILES,
+                         ids=[f"{t[0]}-{t[2][0]}x{t[2][2]}-s{t[3]}" for t in COPIED_PERSISTENT_TILES])
+@pytest.mark.parametrize("ops", [False, True], ids=["plain", "ops"])
+def test_persistent_tiles_copied_asynchronously(subscripts, extents, tile, stages, ops):
+    """CTAs over several tiles with A's tile copied by every thread (cp.async), its rows found again at
+    each tile's first K tile, and B's K tiles copied once (kernels/gett.cuh run_tiles): beta != 0 and a
+    NaN-poisoned D against numpy in float64; with an op on B, applied once, not once a tile (an op on A
+    is refused there: test_codegen)."""
+    from gett.config import KernelConfig, output_tiles
+    from gett.launch import launcher
+    cfg = KernelConfig("mma16", *tile, stages, wm=32, wn=32, persistent=True)
+    kw = dict(op_b=lambda x: x if x > 0 else 0.5 * x, ref_b=lambda b: np.where(b > 0, b, 0.5 * b)) if ops else {}
+    plan = check_box_tile(subscripts, extents, cfg, "f16", box=False, **kw)
+    grid = launcher(plan, cp.cuda.Device().id, "cupy")._grid[0]
+    assert grid < output_tiles(plan, cfg), f"{grid} CTAs for {output_tiles(plan, cfg)} tiles"
+
+
 # (subscripts, extents, (BM, BN, BK), stages): box tiles of CTAs over several tiles whose A and B have an op
 TMA_BOX_OP_TILES = [
     ("ecbfa,fd->abcde", (32, 30, 4, 21, 48, 40), (256, 32, 32), 3),   # #7: K past its last tile
@@ -896,12 +922,12 @@ def test_box_tiles_apply_ops_once_a_stage_lands(subscripts, extents, tile, stage
                    ref_a=lambda a: np.log(np.abs(a)), ref_b=lambda b: np.where(b > 0, b, 0.01 * b))
 
 
-def check_box_tile(subscripts, extents, cfg, dtype, op_a=None, op_b=None, ref_a=None, ref_b=None):
+def check_box_tile(subscripts, extents, cfg, dtype, op_a=None, op_b=None, ref_a=None, ref_b=None, box=True):
     """Contract random ``dtype`` tensors of ``extents`` (modes a, b, ... in order) under ``cfg``, whose A
-    tile must be a TMA box, with beta != 0 into a NaN-poisoned D, check against numpy in float64, and
-    return the plan. ``op_a``/``op_b`` go to the plan, ``ref_a``/``ref_b`` (numpy) to the oracle, and A's
-    values then keep 0.5 or more away from 0."""
-    if cp.cuda.Device().compute_capability != "90":
+    tile must be a TMA box (copied by cp.async: ``box`` False), with beta != 0 into a NaN-poisoned D, check
+    against numpy in float64, and return the plan. ``op_a``/``op_b`` go to the plan, ``ref_a``/``ref_b``
+    (numpy) to the oracle, and A's values then keep 0.5 or more away from 0."""
+    if box and cp.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA needs an sm_90 GPU")
     torch = pytest.importorskip("torch") if dtype == "bf16" else None
     from gett.tma import TmaBox
@@ -924,7 +950,8 @@ def check_box_tile(subscripts, extents, cfg, dtype, op_a=None, op_b=None, ref_a=
         tensor(mc, np.nan)
     plan = gett.plan_contraction(A, ma, B, mb, C, mc, D=D, config=cfg, op_a=op_a, op_b=op_b)
     kernel = plan.kernel()
-    assert kernel.config == cfg and isinstance(kernel.tma[0], TmaBox) and len(kernel.tma) == 1
+    assert kernel.config == cfg and (isinstance(kernel.tma[0], TmaBox) and len(kernel.tma) == 1 if box
+                                     else kernel.tma is None)
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
     a, b = (f(x.astype(np.float64)) if f else x.astype(np.float64) for f, x in ((ref_a, a), (ref_b, b)))
     expect = 1.5 * np.einsum(subscripts, a, b, optimize=True) + 0.5 * c.astype(np.float64)

@@ -290,23 +290,26 @@ def test_the_box_kernel_takes_one_tensor_map_and_compiles_for_sm_90():
 
 
 def test_a_persistent_box_kernel_keeps_its_epilogue_apart_from_every_stage_and_compiles():
-    """CTAs over several tiles (``persistent``): all three stages stay (the next tiles' loads), the
-    epilogue tile and offsets follow them, then the barriers; NVRTC compiles it without spills."""
+    """CTAs over several tiles (``persistent``): all three stages of A stay (the next tiles' loads), B's
+    one K tile is copied once and stays, the epilogue tile and offsets follow them, then the barriers;
+    NVRTC compiles it without spills."""
     cfg = KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, persistent=True)
     plan, _ = box_plan(BOX_CASES[0][0], BOX_CASES[0][1], cfg)
     src, smem, _, _ = render_kernel(plan, cfg, arch="sm_90")
     assert "gett::TmaBoxLoader<" in src and ", true>;" in src.split("using Kernel = ")[1].split("\n")[0]
-    stage = 256 * 32 * 2 + 32 * (32 + 8) * 2   # A's box (unpadded), B's tile (padded rows)
-    assert smem == 3 * stage + 32 * 264 * 2 + 2 * 288 * 4 + 3 * 8
+    a_stage, b_tile = 256 * 32 * 2, 32 * (32 + 8) * 2   # A's box (unpadded), B's tile (padded rows)
+    assert smem == 3 * a_stage + b_tile + 32 * 264 * 2 + 2 * 288 * 4 + 3 * 8
     kernel = box_contraction(BOX_CASES[0][0], BOX_CASES[0][1], cfg, device_arch="sm_90").kernel("sm_90")
     assert kernel.config == cfg and kernel.shared_bytes == smem and kernel.report.spill_stores == 0
 
 
 @pytest.mark.parametrize("change,why", [
-    ({"subscripts": "bda,dc->abc", "ext": {"a": 40, "b": 40, "c": 24, "d": 64}}, "not one TMA box"),
+    ({"subscripts": "bdal,dcl->abcl", "ext": {"a": 40, "b": 40, "c": 24, "d": 64, "l": 3}}, "the batch has 3"),
     ({"cfg": KernelConfig("mma16", 256, 16, 32, 3, wm=32, wn=16, persistent=True)}, "N = 24 takes more than one tile"),
 ])
 def test_persistent_ctas_are_refused_where_a_cta_cannot_run_several_tiles(change, why):
+    """Without a producer warpgroup, a CTA runs several tiles of one column (B's K tiles stay) and one
+    batch; a configuration asking for more is refused with the reason."""
     change = dict(change)
     subscripts, ext = change.pop("subscripts", BOX_CASES[0][0]), change.pop("ext", BOX_CASES[0][1])
     cfg = change.pop("cfg", KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32, persistent=True))
