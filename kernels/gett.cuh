@@ -115,10 +115,11 @@ struct Gett {
                          !LoadA::kTransposes && !LoadB::kTransposes),
                 "TMA loads plain swizzled tiles in the producer warpgroup (no ops, no transpositions)");
   static_assert(!LoadA::kTma || (!WS && !TMA && !LoadB::kTma), "a TMA box tile is A's, in a kernel without a producer");
-  static_assert(!PERSIST || WS || ((LoadA::kTma || (LoadA::kAsync && !LoadA::kTransposes)) && LoadB::kAsync &&
-                                   !LoadB::kTransposes && !Math::kAsyncMath && SPLIT == 1 && P::L == 1 && P::N <= BN),
-                "a CTA over several tiles: A a TMA box tile or copied asynchronously, B copied asynchronously, one "
-                "column of tiles, one batch");
+  static_assert(!PERSIST || WS || ((LoadA::kTma || (LoadA::kAsync && !LoadA::kTransposes && !LoadA::kHasOp)) &&
+                                   LoadB::kAsync && !LoadB::kTransposes && !Math::kAsyncMath && SPLIT == 1 && P::L == 1 &&
+                                   P::N <= BN),
+                "a CTA over several tiles: A a TMA box tile or copied asynchronously without an op (its loader holds a "
+                "later tile's rows by then), B copied asynchronously, one column of tiles, one batch");
   static_assert(!PERSIST || !WS || SPLIT == 1, "a producer over several tiles: no split K");
   static_assert(RESIDENT == 0 || ((RESIDENT_A || RESIDENT_B) && PERSIST && WS && SPLIT == 1 && P::L == 1 &&
                                    !(RESIDENT_A ? LoadA::kHasOp || LoadA::kTransposes : LoadB::kHasOp || LoadB::kTransposes)),
