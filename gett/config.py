@@ -254,7 +254,7 @@ def _persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> KernelConfig:
     tiled, a, b = _tiled_layouts(plan, cfg)
     persistent = replace(cfg, persistent=True, stages=3)
     box = tile_box(tiled, persistent, a, arch)
-    if box is None and a.is_async and a.step == 1 and plan.k <= cfg.bk:
+    if box is None and plan.k <= cfg.bk:   # A copied by cp.async, if check_persistent allows it
         persistent = replace(cfg, persistent=True, stages=2)
     elif box is None or shared_ctas(shared_bytes(tiled, cfg, a, b, a_box=True)) >= 2:
         return cfg
