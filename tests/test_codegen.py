@@ -26,6 +26,15 @@ SHAPES = ((20, 24), (50, 60), (300, 300), (300, 24), (24, 300))
 LAYOUTS = ("k-contig", "row-contig", "strided")
 
 
+def tccg_plan(i: int, **kw):
+    """The plan of TCCG contraction ``i`` over f16 descriptors laid out as the suite's (no arrays);
+    ``kw`` go to plan_contraction."""
+    from tccg_suite.suite import select
+    c = select([i])[0]
+    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
+    return gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), **kw)
+
+
 def descriptors(m, n, k, dtype, out, layout):
     """A[m,k] B[k,n] C[m,n] descriptors with the requested memory layout."""
     D = gett.TensorDescriptor
@@ -439,10 +448,7 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     from tccg_suite.suite import select
 
     def config(i):
-        c = select([i])[0]
-        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
-        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
-        return default_config(plan, "sm_90")
+        return default_config(tccg_plan(i), "sm_90")
     assert (config(6).bm, config(6).bn) == (256, 32)
     assert (config(3).bm, config(4).bm, config(1).bm, config(5).bm) == (576, 576, 256, 256)
     assert (config(6).bk, config(7).bk) == (32, 48)   # K = 48 (#7) in one K tile
@@ -651,12 +657,8 @@ def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
     it is built without the cap, and then spills nothing."""
     from gett.codegen import ctas_per_sm
     from gett.kernel import CAPPED_SPILL_BYTES, compile_source, kernel_source
-    from tccg_suite.suite import select
 
-    def plan_of(i):
-        c = select([i])[0]
-        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
-        return gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+    plan_of = tccg_plan
     for i, ctas in ((31, 2), (32, 2), (36, 3), (6, 2), (12, 1), (15, 1)):
         plan = plan_of(i)
         cfg = default_config(plan, "sm_90")
@@ -671,11 +673,8 @@ def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
                 assert r.spill_stores == 0 and r.spill_loads == 0, r
                 capped = compile_source(kernel_source(plan, "sm_90", cfg), "sm_90").report
                 assert max(capped.spill_stores, capped.spill_loads) > CAPPED_SPILL_BYTES, capped
-    c = select([5])[0]
-    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
     leaky = gett.ops.leaky_relu(0.01)
-    fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
-                                  op_a=leaky, op_b=leaky)
+    fused = tccg_plan(5, op_a=leaky, op_b=leaky)
     k = build_kernel(fused, "sm_90", default_config(fused, "sm_90"))
     assert "__launch_bounds__(256, 2)" in k.source and k.report.registers <= 128, k.report
     # no cap beyond the CTAs the shared memory holds: #8's 768 x 32 tile over several tiles, warps of 64
@@ -692,12 +691,9 @@ def test_epilogue_crosses_into_the_other_dimension_after_a_short_run():
     the walk takes 24 columns, then 16 rows. #33's run (384) is longer than the tile: a plain walk."""
     from gett.codegen import epilogue_cross, epilogue_walk
     from gett.tiling import tile_plan
-    from tccg_suite.suite import select
 
     def cross(i):
-        c = select([i])[0]
-        d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
-        plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+        plan = tccg_plan(i)
         cfg = default_config(plan, "sm_90")
         tiled = tile_plan(plan, cfg)
         return epilogue_cross(tiled, cfg, *epilogue_walk(tiled, cfg)[:2])
@@ -765,11 +761,7 @@ def test_box_walks_store_a_lanes_rows_in_runs(tccg, run):
     from pathlib import Path
     from gett import nvrtc
     from gett.kernel import kernel_source
-    from tccg_suite.suite import select
-    c = select([tccg])[0]
-    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
-    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"), beta=0.0,
-                                 device_arch="sm_90")
+    plan = tccg_plan(tccg, beta=0.0, device_arch="sm_90")
     source = kernel_source(plan, "sm_90").source + f'\nstatic_assert(Kernel::kBoxRun == {run}, "run");\n'
     kernels = str(Path(__file__).resolve().parents[1] / "kernels")
     assert nvrtc.compile_ptx(source, arch="sm_90", include_dirs=[kernels])
@@ -798,10 +790,7 @@ def test_a_tile_copied_asynchronously_runs_in_ctas_over_several_tiles(tccg, cfg)
     found again at each tile's first K tile. B's K tiles are copied once and stay, so only A's stages grow
     with the depth; NVRTC compiles the kernel without spills."""
     from gett.tiling import tile_plan
-    from tccg_suite.suite import select
-    c = select([tccg])[0]
-    d = {t: gett.TensorDescriptor(c.shape(t), c.strides(t), "f16") for t in "ABC"}
-    plan = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"))
+    plan = tccg_plan(tccg)
     src, smem, _, tma = render_kernel(tile_plan(plan, cfg), cfg, arch="sm_90")
     assert tma is None and "gett::TileLoader<Problem::TA" in src
     assert "true>;" in src.split("using Kernel = ")[1].split("\n")[0]   # PERSIST
@@ -812,8 +801,7 @@ def test_a_tile_copied_asynchronously_runs_in_ctas_over_several_tiles(tccg, cfg)
     assert kernel.shared_bytes == smem and kernel.report.spill_stores == 0
     # an op on A would be applied by a loader already set to a later tile's rows: refused, and the
     # heuristic keeps one tile a CTA
-    fused = gett.plan_contraction(d["A"], c.modes("A"), d["B"], c.modes("B"), d["C"], c.modes("C"),
-                                  op_a=lambda x: 2 * x)
+    fused = tccg_plan(tccg, op_a=lambda x: 2 * x)
     with pytest.raises(ValueError, match="cp.async with an op"):
         render_kernel(tile_plan(fused, cfg), cfg, arch="sm_90")
     assert not default_config(fused, "sm_90").persistent
