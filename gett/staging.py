@@ -12,7 +12,7 @@ B keeps its stride-1 mode innermost where that is an N or K mode, with its N mod
 modes take one order for both, so K merges into a single contiguous index where it can. Contractions
 with enough arithmetic per copied byte are staged for their layout (:data:`FLOPS_PER_COPY_BYTE`);
 memory-bound ones only where A and B are contiguous along different K modes, and then A alone, into B's
-K order.
+K order, and where a small B shared by many tiles lies N-major, into a K-major copy.
 The copies live in a workspace taken from CuPy's memory pool at each call. An operand's elementwise op
 (``op_a``/``op_b``) is applied by its copy, once per element, and the staged contraction runs without it;
 an operand with an op is also staged for that alone where the kernel would apply the op many times over
@@ -100,14 +100,15 @@ def dense_strides(shape: tuple, modes: tuple, order: tuple) -> tuple:
 
 def target_orders(plan) -> dict:
     """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch); B K-major
-    where B is contiguous along K or the plan is a compute-bound one on the 16-bit tensor-core path, else
-    N-major (N modes in D's order); one K order for both — B's strides where B is contiguous along K (so
-    B's copy keeps its runs), else A's. Extent-1 modes go last. A K-major B lets the wide wgmma tile take
-    240 columns (an N-major tile takes whole 64-column swizzle atoms, config._wide_tile)."""
+    where B is contiguous along K, the plan is a compute-bound one on the 16-bit tensor-core path or B is
+    a small N-major operand (:func:`_small_n_major_b`), else N-major (N modes in D's order); one K order
+    for both — B's strides where B is contiguous along K (so B's copy keeps its runs), else A's. Extent-1
+    modes go last. A K-major B lets the wide wgmma tile take 240 columns (an N-major tile takes whole
+    64-column swizzle atoms, config._wide_tile)."""
     d = _strides(plan, "D")
     group_of, fast_b = plan.analysis.group_of, _fast_mode(plan, "B")
     b_along_k = fast_b is not None and group_of[fast_b] == "K"
-    k_major_b = b_along_k or (math_path(plan) == "mma16" and not _memory_bound(plan))
+    k_major_b = b_along_k or (math_path(plan) == "mma16" and not _memory_bound(plan)) or _small_n_major_b(plan)
     s = {t: _strides(plan, t) for t in "AB"}
     by_k = "B" if b_along_k else "A"
     other = "A" if by_k == "B" else "B"
@@ -159,19 +160,45 @@ def _k_conflict(plan) -> bool:
     return all(f is not None and group_of[f] == "K" for f in fast) and fast[0] != fast[1]
 
 
+def _small_and_shared(plan, tensor: str) -> bool:
+    """Whether ``tensor`` (A or B) is at most 1/:data:`SMALL_OPERAND_SHARE` of the bytes the contraction
+    moves, has a free extent of at least :data:`OP_TILE` and is read by at least :data:`OP_REUSE_STAGED`
+    tiles of the other operand: a copy of it costs little beside what its many readers take."""
+    free = {"A": plan.m, "B": plan.n}[tensor]
+    reuse = -(-(plan.n if tensor == "A" else plan.m) // OP_TILE)
+    return (plan.descriptors[tensor].nbytes * SMALL_OPERAND_SHARE <= _moved_bytes(plan) and free >= OP_TILE
+            and reuse >= OP_REUSE_STAGED)
+
+
+def _small_n_major_b(plan) -> bool:
+    """Whether B is small and shared (:func:`_small_and_shared`) and N-major in a memory-bound plan on the
+    16-bit tensor-core path, without an op on A or a read of C, into a 16-bit D. There each CTA of the
+    kernel keeps B's tile for all of K (a resident tile, config._producer_tile) and loads it once, which
+    costs far more N-major than K-major. H100, f16: #17 ``abc-adc-bd`` 60.6 us; its twin with B K-major in
+    memory 52.6 (5 stages of A where the N-major tile, in whole 64-column atoms, leaves room for 3; held
+    K-major in shared memory, 5 stages: 60.2 still; B's loads left out, results wrong: 52.2); #18
+    ``abc-adc-db`` 52.7 against 60.1 for its N-major twin."""
+    fast = _fast_mode(plan, "B")
+    # where config._producer_tile keeps B's tile: no op on A, no read of C, and a 16-bit D (a 32-bit
+    # D's epilogue tile leaves no room for it)
+    resident = plan.ops.op_a is None and not plan.beta_hint and plan.descriptors["D"].dtype.itemsize == 2
+    return (resident and fast is not None and plan.analysis.group_of[fast] == "N" and math_path(plan) == "mma16"
+            and _memory_bound(plan) and _small_and_shared(plan, "B"))
+
+
 def _staged_for_layout(plan) -> tuple:
     """Operands whose layout slows the kernel. Compute-bound plans: A and B contiguous along different K
     modes, or on the 16-bit tensor-core path an operand's run shorter than :data:`SHORT_RUN_BYTES`.
     Memory-bound plans (:func:`_memory_bound`): A alone where A and B are contiguous along different K
     modes; its copy takes B's K order (:func:`target_orders`), so the kernel reads whole runs of both
     instead of a K box of 16-byte half sectors. #14 ``ab-cad-dcb`` f16, H100: 241 us as is, 152 us with
-    the copy (55 us of it)."""
+    the copy (55 us of it). And B where it is small, shared and N-major (:func:`_small_n_major_b`)."""
     d = plan.descriptors
     conflict = _k_conflict(plan)
     short = {t: math_path(plan) == "mma16" and run_bytes(plan, t) < SHORT_RUN_BYTES for t in "AB"}
     if (conflict or any(short.values())) and _compute_bound(plan, d["A"].nbytes + d["B"].nbytes):
         return tuple(t for t in "AB" if conflict or short[t])
-    return ("A",) if conflict and _memory_bound(plan) else ()
+    return (("A",) if conflict and _memory_bound(plan) else ()) + (("B",) if _small_n_major_b(plan) else ())
 
 
 def _staged_for_op(plan) -> tuple:
@@ -188,10 +215,7 @@ def _staged_for_op(plan) -> tuple:
     with_op = [t for t in "AB" if (plan.ops.op_a if t == "A" else plan.ops.op_b) is not None]
     if with_op and _compute_bound(plan, sum(d[t].nbytes for t in with_op)):
         return tuple(with_op)
-    free = {"A": plan.m, "B": plan.n}
-    reuse = {"A": -(-plan.n // OP_TILE), "B": -(-plan.m // OP_TILE)}
-    return tuple(t for t in with_op if d[t].nbytes * SMALL_OPERAND_SHARE <= _moved_bytes(plan)
-                 and free[t] >= OP_TILE and reuse[t] >= OP_REUSE_STAGED)
+    return tuple(t for t in with_op if _small_and_shared(plan, t))
 
 
 def choose_staging(plan, force: bool = False) -> tuple:

@@ -41,6 +41,22 @@ def test_tccg_suite_correct(dtypes):
     assert not failures, f"contractions off: {failures}"
 
 
+def test_small_n_major_b_staged_k_major_in_f16():
+    """#17 ``abc-adc-bd`` in f16 (data and output): the planner copies the small N-major B K-major
+    (gett.staging) and the staged kernel keeps B's tile for all of K; a NaN-poisoned D against torch.einsum
+    in float64."""
+    c = next(x for x in load_suite() if x.id == 17)
+    rng = np.random.default_rng(17)
+    A, B = column_major(rng, c.shape("A"), "float16"), column_major(rng, c.shape("B"), "float16")
+    D = cp.asfortranarray(cp.full(c.shape("C"), cp.nan, dtype="float16"))
+    plan = gett.plan_contraction(A, c.modes("A"), B, c.modes("B"), D, c.modes("C"), beta=0)
+    assert [st.tensor for st in plan.staging] == ["B"] and plan.staged_plan.kernel().config.resident == "b"
+    gett.contract(plan, 1.0, A, B, 0.0, D, D)
+    expect = torch.einsum(c.einsum, torch.as_tensor(A, device="cuda").double(),
+                          torch.as_tensor(B, device="cuda").double())
+    assert rel_error(D, expect) < 2e-3
+
+
 def _plan(A, mA, B, mB, C, mC, **kw):
     return gett.plan_contraction(A, mA, B, mB, C, mC, **kw)
 

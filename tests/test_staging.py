@@ -38,6 +38,9 @@ def staged_orders(plan) -> dict:
     (30, "f32", {"A": "adfe", "B": "febc"}),
     # memory-bound with A and B contiguous along different K modes (c, d): A alone, M-major, K in B's order
     (14, "f16", {"A": "adc"}), (14, "f32", {}),   # f32: SIMT makes #14 compute-bound
+    # memory-bound with a small N-major B shared by 722 row tiles: B copied K-major (not on the SIMT path,
+    # nor where B is K-major already)
+    (17, "f16", {"B": "db"}), (17, "f32", {}), (18, "f16", {}), (15, "f16", {}), (16, "f16", {}),
     # not staged: SIMT without a K conflict, long runs (#12), memory-bound or not enough flops per copy
     (20, "f32", {}), (12, "f16", {}), (13, "f16", {}), (19, "f16", {}),
     (1, "f16", {}), (9, "f16", {}), (31, "f16", {}), (40, "f16", {}),
@@ -71,6 +74,26 @@ def test_memory_bound_k_conflict_copies_a_into_b_k_order():
     assert inner.tables["K"].extents == (97344,) and inner.tables["K"].strides_of("B") == (1,)
     assert inner.tables["M"].strides_of("A") == (1,) and run_bytes(inner, "A") == 312 * 2
     assert run_bytes(plan, "A") == 312 * 2 and plan.tables["K"].strides_of("A")[0] == 1   # c: A's K run
+
+
+def test_small_n_major_b_is_copied_k_major_where_its_tile_stays():
+    """#17 ``abc-adc-bd``: B (312 x 296, N-major) is copied K-major, and the staged plan keeps B's tile for
+    all of K in shared memory with 5 stages of A (128 x 160: no whole 64-column atoms to round up to); not
+    where the kernel would not keep it (an op on A, a read of C), nor forced off by ``staging=False``."""
+    from gett.config import default_config
+    plan = tccg_plan(17)
+    inner = plan.staged_plan
+    assert [st.tensor for st in plan.staging] == ["B"] and plan.staging[0].op is None
+    assert inner.tables["K"].strides_of("B") == (1,) and inner.tables["N"].strides_of("B") == (296,)
+    cfg = default_config(inner, "sm_90")
+    assert (cfg.bm, cfg.bn, cfg.stages, cfg.ws, cfg.persistent, cfg.resident) == (128, 160, 5, True, True, "b")
+    assert tccg_plan(17, op_a=lambda x: 2 * x).staging == ()
+    c = select([17])[0]
+    mk = lambda t: D(c.shape(t), c.strides(t), "f16")
+    read_c = gett.plan_contraction(mk("A"), c.modes("A"), mk("B"), c.modes("B"), mk("C"), c.modes("C"), beta=1)
+    assert read_c.staging == () and tccg_plan(17, staging=False).staging == ()
+    with_op = tccg_plan(17, op_b=lambda x: 2 * x)   # copied for its op too: then K-major as well
+    assert staged_orders(with_op) == {"B": "db"} and with_op.staging[0].op is not None
 
 
 def test_staging_option():
