@@ -9,7 +9,9 @@ Prints, per contraction, each configuration's median time and fraction of the ro
 heuristic's), after checking each result
 against a float64 reference. Like the TCCG runner it cycles through enough buffer sets that no timed call
 finds its data in L2. ``--staging on|off`` plans with ``staging=True|False`` (a configuration then applies
-to the staged plan's kernel). A tool for tuning the heuristic, not a user-facing tuner.
+to the staged plan's kernel). ``--twins 17:abc-adc-db,...`` adds contractions with a TCCG contraction's
+extents but other layouts (here #17 with B K-major in memory), to tell what an operand's layout costs.
+A tool for tuning the heuristic, not a user-facing tuner.
 """
 from __future__ import annotations
 
@@ -54,6 +56,22 @@ def parse_config(text: str):
     return KernelConfig(math, bm, bn, bk, int(stages[1:]), **fields)
 
 
+def parse_twins(text: str) -> list:
+    """``ID:C-A-B,...`` → Contraction objects with TCCG contraction ID's extents and the modes of C, A and B
+    given (first mode = stride-1 mode), e.g. ``17:abc-adc-db``; ValueError for a mode ID does not have."""
+    from tccg_suite.suite import Contraction, select
+    twins = []
+    for item in filter(None, text.split(",")):
+        cid, notation = item.split(":")
+        base = select([int(cid)])[0]
+        modes_c, modes_a, modes_b = notation.split("-")
+        unknown = sorted(set(modes_a + modes_b + modes_c) - set(base.extents))
+        if unknown:
+            raise ValueError(f"twin {item!r}: #{cid} has no mode {', '.join(unknown)}")
+        twins.append(Contraction(base.id, notation, modes_c, modes_a, modes_b, dict(base.extents)))
+    return twins
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="12,20,28")
@@ -66,7 +84,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=16, help="kernels compiled at a time before timing")
     ap.add_argument("--staging", choices=("auto", "on", "off"), default="auto",
                     help="plan_contraction's staging: the planner decides (auto), stage A and B (on), or never (off)")
+    ap.add_argument("--twins", default="", metavar="ID:C-A-B,...",
+                    help="also time contractions with TCCG #ID's extents in these layouts (e.g. 17:abc-adc-db)")
     args = ap.parse_args(argv)
+    twins = parse_twins(args.twins)
     try:
         import cupy
         cupy.cuda.runtime.getDeviceCount()
@@ -87,8 +108,9 @@ def main(argv=None) -> int:
         ops = dict(op_a=leaky_op(), op_b=leaky_op(), op_c=leaky_op())
     dtype, size, flops = {"f16": (numpy.float16, 2, 800e12), "f32": (numpy.float32, 4, 51e12)}[args.dtype]
     staging = {"auto": None, "on": True, "off": False}[args.staging]
-    precompile(select(parse_ids(args.only)), configs, numpy.dtype(dtype).name, beta, ops, args.jobs, staging)
-    for c in select(parse_ids(args.only)):
+    contractions = (select(parse_ids(args.only)) if args.only else []) + twins
+    precompile(contractions, configs, numpy.dtype(dtype).name, beta, ops, args.jobs, staging)
+    for c in contractions:
         buf = make_buffers(c, dtype, seed=1)
         # as the TCCG runner does: enough buffer sets that no timed call finds its data in L2
         rotate = rotation_count(sum(c.size(t) for t in "ABC") * size, cupy.cuda.Device().attributes["L2CacheSize"])
