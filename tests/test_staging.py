@@ -79,7 +79,7 @@ def test_memory_bound_k_conflict_copies_a_into_b_k_order():
 def test_small_n_major_b_is_copied_k_major_where_its_tile_stays():
     """#17 ``abc-adc-bd``: B (312 x 296, N-major) is copied K-major, and the staged plan keeps B's tile for
     all of K in shared memory with 5 stages of A (128 x 160: no whole 64-column atoms to round up to); not
-    where the kernel would not keep it (an op on A, a read of C), nor forced off by ``staging=False``."""
+    where the kernel would not keep it (an op on A, a read of C, a 32-bit D), nor with ``staging=False``."""
     from gett.config import default_config
     plan = tccg_plan(17)
     inner = plan.staged_plan
@@ -92,6 +92,9 @@ def test_small_n_major_b_is_copied_k_major_where_its_tile_stays():
     mk = lambda t: D(c.shape(t), c.strides(t), "f16")
     read_c = gett.plan_contraction(mk("A"), c.modes("A"), mk("B"), c.modes("B"), mk("C"), c.modes("C"), beta=1)
     assert read_c.staging == () and tccg_plan(17, staging=False).staging == ()
+    f32_d = gett.plan_contraction(mk("A"), c.modes("A"), mk("B"), c.modes("B"), D(c.shape("C"), c.strides("C"), "f32"),
+                                  c.modes("C"), beta=0)   # a 32-bit D's epilogue tile leaves B no room to stay
+    assert f32_d.staging == ()
     with_op = tccg_plan(17, op_b=lambda x: 2 * x)   # copied for its op too: then K-major as well
     assert staged_orders(with_op) == {"B": "db"} and with_op.staging[0].op is not None
 

@@ -37,7 +37,8 @@ def test_twins_take_a_tccg_contractions_extents_in_other_layouts():
     from tccg_suite.suite import select
     (twin,) = tile_sweep.parse_twins("17:abc-adc-db")
     base = select([17])[0]
-    assert (twin.id, twin.notation, twin.modes("A"), twin.modes("B"), twin.modes("C")) == (17, "abc-adc-db", "adc", "db", "abc")
+    assert (twin.id, twin.notation) == (17, "abc-adc-db")
+    assert (twin.modes("A"), twin.modes("B"), twin.modes("C")) == ("adc", "db", "abc")
     assert (twin.m, twin.n, twin.k, twin.flops) == (base.m, base.n, base.k, base.flops)
     assert twin.min_bytes(2, 2, False) == base.min_bytes(2, 2, False)
     assert twin.strides("B") == (1, base.extents["d"]) and base.strides("B") == (1, base.extents["b"])
