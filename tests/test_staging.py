@@ -166,6 +166,20 @@ def test_copy_kernels_compile(cid, tensor, kernel):
     assert copy.cubin_path.is_file() and copy.cubin_path.stat().st_size > 0
 
 
+def test_transposed_blocks_span_the_destination_runs_where_blocks_remain_enough():
+    """A transposing copy's block takes all of the destination's stride-1 mode (Q) where that fits 40 KB
+    beside the source side's 64 and the copy keeps 256 blocks: #14's A, 312 planes of 312 x 312, is
+    written in whole runs of a; #17's B, one 296 x 312 plane, keeps 25 blocks (5 whole ones ran slower)."""
+    from gett.staging import _tile_sides
+    assert _tile_sides(312, 312, 312, 2) == (312, 64)
+    assert _tile_sides(296, 312, 1, 2) == (64, 64)
+    assert _tile_sides(312, 312, 312, 4) == (32, 32)     # f32: 312 x 33 x 4 bytes is over 40 KB
+    assert _tile_sides(72, 72, 5184, 2) == (72, 72)      # whole 72s either way
+    staging = next(st for st in tccg_plan(14).staging if st.tensor == "A")
+    assert "gett::transpose_tiles<__half, Acc, Op, Index, Offset, 312, 64, 8, 256, 312, 312," in \
+        render_copy(staging).source.replace("\n", "")
+
+
 def test_copy_of_a_large_tensor_uses_64_bit_offsets():
     big = D((70000, 40000), (40000, 1), "f16")          # 2.8e9 elements, K-major: past 32-bit indices
     plan = gett.plan_contraction(big, "ak", D((40000, 8), None, "f16"), "kn", D((70000, 8), None, "f16"), "an",
