@@ -180,6 +180,26 @@ def test_transposing_copy_in_vectors(dtype, tol, vector):
     assert_close(to_host(D).astype(np.float64), expect, tol)
 
 
+def test_transposing_copy_in_blocks_of_whole_destination_runs():
+    """Where a block can hold all of the destination's stride-1 mode and the copy keeps 256 blocks (64 x 4
+    here), the transposing copy writes whole runs of it: m's 200 whole by 64 of k (staging._tile_sides,
+    TCCG #14's copy of A), op_a applied on the way."""
+    from gett.staging import render_copy
+    rng = np.random.default_rng(5)
+    A = cp.asarray(rng.standard_normal((64, 200, 200)).astype(np.float16)).transpose(2, 1, 0)   # "kma", k fast
+    B = cp.asarray(rng.standard_normal((200, 64, 24)).astype(np.float16))
+    C = cp.asarray(rng.standard_normal((200, 24)).astype(np.float16))
+    D = cp.full((200, 24), cp.nan, dtype=np.float16)
+    plan = gett.plan_contraction(A, "kma", B, "kan", C, "mn", D=D, op_a=_leaky, staging=True)
+    copy = next(s for s in plan.staging if s.tensor == "A")
+    assert "transpose_tiles<__half, Acc, Op, Index, Offset, 200, 64, 8," in render_copy(copy).source.replace("\n", "")
+    gett.contract(plan, 1.0, A, B, 0.5, C, D)
+    a = to_host(A).astype(np.float64)
+    expect = np.einsum("kma,kan->mn", np.where(a > 0, a, 0.01 * a), to_host(B).astype(np.float64)) \
+        + 0.5 * to_host(C).astype(np.float64)
+    assert_close(to_host(D).astype(np.float64), expect, 2e-3)
+
+
 def test_planner_stages_a_small_operand_for_its_op():
     """A 16 KB B with an op, read by 256 tiles of a 32768-row A: the planner copies it (applying op_b)
     rather than applying the op in every tile; the result is numpy's."""
