@@ -460,6 +460,7 @@ static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on t
 extern "C" __global__ void __launch_bounds__({threads}, {ctas_per_sm(plan, cfg) if cap_registers else 1}) {KERNEL_NAME}(
     const Problem::TA* A, const Problem::TB* B, const Problem::TC* C, Problem::TD* D,
     Problem::Acc* partials, Problem::Acc alpha, Problem::Acc beta{maps}) {{
+  gett::wait_for_prior_kernels();
   Kernel::run(A, B, C, D, partials, alpha, beta{map_args});
 }}
 """
@@ -467,6 +468,7 @@ extern "C" __global__ void __launch_bounds__({threads}, {ctas_per_sm(plan, cfg) 
         src += f"""
 extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {REDUCE_NAME}(
     const Problem::Acc* partials, const Problem::TC* C, Problem::TD* D, Problem::Acc alpha, Problem::Acc beta) {{
+  gett::wait_for_prior_kernels();
   gett::reduce_splits<Problem, OpC, OpOut, Semiring, {cfg.split_k}, Kernel::PARTIALS_M_FAST>(partials, C, D, alpha, beta);
 }}
 """

@@ -9,6 +9,7 @@ import numpy as np
 
 from .codegen import SM_SHARED_BYTES, shared_ctas
 from .config import output_tiles
+from .dependent_launch import DependentLaunch
 
 _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64": np.float64,
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
@@ -66,20 +67,25 @@ class Launcher:
     once. A call launches the kernel (two with split-K) on the caller's current stream — PyTorch's for
     torch tensors, CuPy's otherwise — with no synchronisation.
 
-    Arguments go to CuPy's kernel function as it takes them without converting them again: CuPy arrays
-    as they are (CuPy passes an array's data pointer), addresses as its own argument objects, alpha and
-    beta as size-1 arrays passed by value (converted once per value; numpy scalars would cost a
-    conversion each per launch)."""
+    A lone kernel goes through CuPy's kernel function, with the arguments as it takes them without
+    converting them again: CuPy arrays as they are (CuPy passes an array's data pointer), addresses as
+    its own argument objects, alpha and beta as size-1 arrays passed by value (converted once per value;
+    numpy scalars would cost a conversion each per launch). A chain (``behind``: the kernel runs after
+    the plan's staging copies; or split-K's reduction after the kernel) goes through
+    :mod:`gett.dependent_launch` on sm_90, each kernel after the plan's first launched while the one
+    before it drains."""
     __slots__ = ("_fn", "_grid", "_block", "_shared", "_acc", "_device", "_torch_stream", "_cupy",
                  "_partials", "_reduce", "_reduce_grid", "_reduce_block", "_address", "_by_value",
-                 "_null", "_scalars", "_get_device", "_maps")
+                 "_null", "_scalars", "_get_device", "_maps", "_chain")
 
-    def __init__(self, plan, device: int, kind: str):
+    def __init__(self, plan, device: int, kind: str, behind: bool = False):
         import cupy
         from cupy.cuda.function import CIntptr, CNumpyArray
+
+        from . import dependent_launch
         from .kernel import current_arch
-        self._device, self._cupy, self._fn = device, cupy, None
-        self._address, self._by_value, self._null, self._scalars = CIntptr, CNumpyArray, CIntptr(0), {}
+        self._device, self._cupy, self._fn, self._chain = device, cupy, None, None
+        self._address, self._null, self._scalars = CIntptr, CIntptr(0), {}
         self._torch_stream = _torch_stream_getter() if kind == "torch" else None
         # With one device it is always the current one: no need to ask on every call.
         self._get_device = cupy.cuda.runtime.getDevice if cupy.cuda.runtime.getDeviceCount() > 1 else None
@@ -90,9 +96,6 @@ class Launcher:
             kernel = plan.kernel(plan.device_arch or current_arch())
             self._fn = _function(kernel, kernel.name, device)
             cfg = kernel.config
-            if kernel.tma is not None:
-                from .tensor_map import TensorMaps
-                self._maps = TensorMaps(kernel.tma, CNumpyArray)
             outputs = plan.m * plan.n * plan.batch
             self._partials = cfg.split_k * outputs if cfg.split_k > 1 else 0
             if self._partials:
@@ -100,6 +103,11 @@ class Launcher:
                 self._reduce = _function(kernel, REDUCE_NAME, device)
                 self._reduce_grid = (min(-(-outputs // REDUCE_THREADS), 65536), 1, 1)
                 self._reduce_block = (REDUCE_THREADS, 1, 1)
+            chained = (behind or self._partials) and dependent_launch.supported(device)
+        self._by_value = dependent_launch.ByValue if chained else CNumpyArray
+        if kernel.tma is not None:
+            from .tensor_map import TensorMaps
+            self._maps = TensorMaps(kernel.tma, self._by_value)
         ctas = output_tiles(plan, cfg) * cfg.split_k
         if cfg.persistent:   # as many CTAs as the SMs hold at once, each running every so many tiles
             with cupy.cuda.Device(device):
@@ -113,11 +121,21 @@ class Launcher:
         self._block = (kernel.threads, 1, 1)
         self._shared = kernel.shared_bytes
         self._acc = _ACC_NUMPY[plan.compute_type.name]
+        if chained:
+            arguments = 7 + len(kernel.tma or ())
+            self._chain = (
+                dependent_launch.DependentLaunch(self._fn.ptr, self._grid, self._block, self._shared, arguments,
+                                                 behind=behind),
+                dependent_launch.DependentLaunch(self._reduce.ptr, self._reduce_grid, self._reduce_block, 0, 5)
+                if self._partials else None)
 
     def __call__(self, A, B, C, D, alpha, beta) -> None:
         """Launch on ``A``, ``B``, ``C``, ``D``: arrays of the launcher's kind laid out as the plan's
         descriptors (for the CuPy kind, device addresses as ints serve too). Checks nothing."""
         if self._fn is None:
+            return
+        if self._chain is not None:
+            self.at_addresses(_pointer(A), _pointer(B), _pointer(C), _pointer(D), alpha, beta)
             return
         maps = () if self._maps is None else self._maps(_pointer(A), _pointer(B), _pointer(D))
         if self._torch_stream is not None:
@@ -130,9 +148,12 @@ class Launcher:
         on the stream of the launcher's kind."""
         if self._fn is None:
             return
-        address = self._address
         stream = self.stream()
         maps = () if self._maps is None else self._maps(a, b, d)
+        if self._chain is not None:
+            self._dispatch(a, b, c, d, alpha, beta, stream, maps)
+            return
+        address = self._address
         self._dispatch(address(a), address(b), address(c), address(d), alpha, beta, stream, maps)
 
     def stream(self):
@@ -151,14 +172,26 @@ class Launcher:
         if self._get_device is not None and self._get_device() != self._device:
             with self._cupy.cuda.Device(self._device):   # the module is loaded in that device's context,
                 self._launch(A, B, C, D, alpha, beta, stream, maps)   # and CuPy's current stream is per device
-        elif self._partials:
+        elif self._partials or self._chain is not None:
             self._launch(A, B, C, D, alpha, beta, stream, maps)
         else:   # the common case, without the call of _launch
             self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta) + maps,
                      shared_mem=self._shared, stream=stream)
 
     def _launch(self, A, B, C, D, alpha, beta, stream, maps):
-        """Launch on the current device: one kernel, or with split-K the kernel and the reduction."""
+        """Launch on the current device: one kernel, or with split-K the kernel and the reduction. In a
+        chain, A, B, C, D are device addresses (ints)."""
+        if self._chain is not None:
+            kernel, reduce = self._chain
+            handle = (stream or self._cupy.cuda.get_current_stream()).ptr
+            if reduce is None:
+                kernel(handle, (A, B, C, D, 0, alpha, beta) + maps)
+                return
+            with stream if stream is not None else contextlib.nullcontext():
+                partials = self._cupy.empty(self._partials, dtype=self._acc)   # CuPy's pool, on the stream
+                kernel(handle, (A, B, C, D, partials.data.ptr, alpha, beta) + maps)
+                reduce(handle, (partials.data.ptr, C, D, alpha, beta))
+            return
         if not self._partials:
             self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta) + maps,
                      shared_mem=self._shared, stream=stream)
@@ -193,13 +226,18 @@ class StagedLauncher:
         import cupy
         from cupy.cuda.function import CIntptr
 
+        from .dependent_launch import supported
         from .kernel import current_arch
-        self._inner = Launcher(plan.staged_plan, device, kind)
+        self._inner = Launcher(plan.staged_plan, device, kind, behind=True)
         self._cupy, self._device, self._address = cupy, device, CIntptr
         with cupy.cuda.Device(device):
             kernels = plan.copy_kernels(plan.device_arch or current_arch())
-            self._copies = tuple((st.tensor, st.nbytes, _function(k, k.name, device), k.grid, k.block)
-                                 for st, k in zip(plan.staging, kernels))
+            functions = [_function(k, k.name, device) for k in kernels]
+            if supported(device):   # a second copy behind the first
+                functions[1:] = [DependentLaunch(f.ptr, k.grid, k.block, 0, 2)
+                                 for f, k in zip(functions[1:], kernels[1:])]
+            self._copies = tuple((st.tensor, st.nbytes, f, k.grid, k.block)
+                                 for st, f, k in zip(plan.staging, functions, kernels))
 
     def __call__(self, A, B, C, D, alpha, beta) -> None:
         self.at_addresses(_pointer(A), _pointer(B), _pointer(C), _pointer(D), alpha, beta)
@@ -211,7 +249,10 @@ class StagedLauncher:
             workspace = []   # kept until the staged kernel is launched
             for tensor, nbytes, fn, grid, block in self._copies:
                 copy = self._cupy.empty(nbytes, dtype=np.uint8)
-                fn(grid, block, (self._address(operands[tensor]), copy))
+                if fn.__class__ is DependentLaunch:
+                    fn((stream or self._cupy.cuda.get_current_stream()).ptr, (operands[tensor], copy.data.ptr))
+                else:
+                    fn(grid, block, (self._address(operands[tensor]), copy))
                 operands[tensor] = copy.data.ptr
                 workspace.append(copy)
             self._inner.at_addresses(operands["A"], operands["B"], c, d, alpha, beta)

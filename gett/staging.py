@@ -320,8 +320,8 @@ def render_copy(staging: Staging) -> CopySource:
         v = 1 if fast is None else _vector_width(src, 16, (ext[fast], *(s_src[m] for m in modes if m != fast)))
         threads, unroll = 256, 4
         vectors = size // v
-        body = (f"extern \"C\" __global__ void __launch_bounds__({threads}) {COPY_KERNEL_NAME}(const {ctype}* src, "
-                f"{ctype}* dst) {{\n  gett::copy_runs<{ctype}, Acc, Op, Index, {table_type(table, 'src')}, {v}, {unroll}>(src, dst, Index({vectors}));\n}}\n")
+        body = _copy_kernel(threads, ctype, f"gett::copy_runs<{ctype}, Acc, Op, Index, {table_type(table, 'src')}, {v}, "
+                                            f"{unroll}>(src, dst, Index({vectors}))")
         blocks = max(1, min(-(-vectors // (threads * unroll)), 1 << 30))
         return CopySource(head + body, (blocks, 1, 1), (threads, 1, 1))
     threads = 256
@@ -331,9 +331,15 @@ def render_copy(staging: Staging) -> CopySource:
     src_rest, dst_rest = table_type(rest, "src"), table_type(rest, "dst")
     v = _vector_width(src, 16, (tq, tp, ext[inner], ext[fast], s_src[inner], s_dst[fast], *rest.strides_of("src"),
                                *rest.strides_of("dst")))
-    body = (f"extern \"C\" __global__ void __launch_bounds__({threads}) {COPY_KERNEL_NAME}(const {ctype}* src, "
-            f"{ctype}* dst) {{\n  gett::transpose_tiles<{ctype}, Acc, Op, Index, Offset, {tq}, {tp}, {v}, {threads}, "
-            f"{ext[inner]}, {ext[fast]}, {s_src[inner]}, {s_dst[fast]}, {src_rest}, {dst_rest}>(src, dst, Index({rests}));\n}}\n")
+    body = _copy_kernel(threads, ctype, f"gett::transpose_tiles<{ctype}, Acc, Op, Index, Offset, {tq}, {tp}, {v}, "
+                                        f"{threads}, {ext[inner]}, {ext[fast]}, {s_src[inner]}, {s_dst[fast]}, {src_rest}, "
+                                        f"{dst_rest}>(src, dst, Index({rests}))")
     blocks = -(-ext[inner] // tq) * -(-ext[fast] // tp)
     return CopySource(head + body, (blocks, min(rests, 65535), 1), (threads, 1, 1))
 
+
+def _copy_kernel(threads: int, ctype: str, call: str) -> str:
+    """The copy kernel's definition around ``call``: it first waits for the kernels before it in the
+    stream (:mod:`gett.dependent_launch` may launch it before they finish)."""
+    return (f"extern \"C\" __global__ void __launch_bounds__({threads}) {COPY_KERNEL_NAME}(const {ctype}* src, "
+            f"{ctype}* dst) {{\n  gett::wait_for_prior_kernels();\n  {call};\n}}\n")

@@ -8,6 +8,7 @@
 #pragma once
 #include "barrier.cuh"
 #include "copy.cuh"
+#include "grid_dependency.cuh"
 #include "layout.cuh"
 #include "loader.cuh"
 #include "tma.cuh"

@@ -3,6 +3,7 @@
 // dense in its mode order; where an element comes from is an index table (layout.cuh) evaluated on the
 // destination's linear index.
 #pragma once
+#include "grid_dependency.cuh"
 #include "layout.cuh"
 #include "types.cuh"
 

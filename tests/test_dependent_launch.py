@@ -1,0 +1,52 @@
+"""Kernels launched behind one another (gett/dependent_launch.py): the ctypes mirror of cuda.h's launch
+structures, and that every kernel a plan launches waits for the kernels before it before it touches
+memory (its launch may come before they finish). The launches themselves: tests/test_gpu_chain.py."""
+import ctypes
+import re
+
+import pytest
+
+import gett
+from gett.codegen import render_kernel
+from gett.config import KernelConfig
+from gett.dependent_launch import _Attribute, _Config
+from gett.staging import render_copy
+from tccg_suite.suite import select
+
+D = gett.TensorDescriptor
+
+
+def test_launch_structures_match_cuda_h():
+    """CUlaunchAttribute: a 4-byte id, padding to 8, a 64-byte value union; CUlaunchConfig: six
+    unsigned ints, the shared bytes, then the stream, the attributes and their count (8-byte aligned)."""
+    assert ctypes.sizeof(_Attribute) == 72 and _Attribute.value.offset == 8
+    assert ctypes.sizeof(_Config) == 56
+    assert (_Config.shared.offset, _Config.stream.offset, _Config.attrs.offset, _Config.num_attrs.offset) == \
+        (24, 32, 40, 48)
+
+
+def _kernel_bodies(source: str) -> list:
+    """The first statement of each ``extern "C" __global__`` function of ``source``."""
+    heads = re.findall(r'extern "C" __global__ void[^{]*\{\s*([^;]*;)', source)
+    assert heads, "no kernel in the source"
+    return heads
+
+
+@pytest.mark.parametrize("cid,config", [
+    (13, None),                                                            # wgmma, split K: and its reduction
+    (14, None),                                                            # A staged: the transposing copy
+    (12, KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=64, split_k=4)),  # mma.sync, split K
+    (1, None),                                                             # one kernel
+])
+def test_every_kernel_waits_for_the_kernels_before_it_first(cid, config):
+    c = select([cid])[0]
+    mk = lambda t: D(c.shape(t), c.strides(t), "f16")
+    plan = gett.plan_contraction(mk("A"), c.modes("A"), mk("B"), c.modes("B"), mk("C"), c.modes("C"), beta=0,
+                                 device_arch="sm_90", config=config)
+    inner = plan.staged_plan or plan
+    sources = [render_kernel(inner, config or inner.kernel("sm_90").config)[0]]
+    sources += [render_copy(st).source for st in plan.staging]
+    assert bool(plan.staging) == (cid == 14)
+    heads = [h for s in sources for h in _kernel_bodies(s)]
+    assert len(heads) == 1 + len(plan.staging) + (inner.kernel("sm_90").config.split_k > 1)
+    assert all(h == "gett::wait_for_prior_kernels();" for h in heads), heads

@@ -1,0 +1,73 @@
+"""A plan's kernels launched behind one another (gett/dependent_launch.py, sm_90: a staging copy, the
+contraction, the split-K reduction): each must read what the kernel before it wrote. Call after call on
+one stream with no synchronisation, the inputs rewritten and D poisoned by CuPy kernels just before each
+call and copied out just after; every result against numpy in float64."""
+import numpy as np
+import pytest
+
+import gett
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+
+# #14's shape in small: A "kmj" and B "jkn" (column-major) disagree on K's stride-1 mode, so A is staged
+K1, K2, M, N = 64, 96, 40, 50
+CHAINS = {   # (staging, config, ops on A and B): the kernels each call runs
+    "copy-kernel": (True, ("wgmma", 128, 128, 64, 4, 1), False),
+    "kernel-reduce": (False, ("wgmma", 128, 128, 64, 4, 3), False),
+    "copy-kernel-reduce": (True, None, False),   # the heuristic's: mma.sync, K split 24 ways
+    "copy-copy-kernel-reduce": (True, None, True),   # ops on both: both copied (the copies apply them)
+}
+
+
+def _half_negatives(x):
+    return x if x > 0 else 0.5 * x   # exact in float16
+
+
+@pytest.mark.parametrize("chain", list(CHAINS))
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+def test_chained_kernels_read_what_the_kernel_before_wrote(chain, kind):
+    if int(cp.cuda.Device().compute_capability) < 90:
+        pytest.skip("programmatic dependent launch needs sm_90")
+    from gett.config import KernelConfig
+    from gett.dependent_launch import DependentLaunch
+    from gett.launch import launcher
+    staging, tile, ops = CHAINS[chain]
+    config = None if tile is None else KernelConfig(*tile[:5], split_k=tile[5], ws=True)
+    rng = np.random.default_rng(35)
+    base_a = cp.asarray(rng.standard_normal((K2, M, K1)).astype(np.float16)).transpose(2, 1, 0)   # k fastest
+    base_b = cp.asarray(rng.standard_normal((N, K1, K2)).astype(np.float16)).transpose(2, 1, 0)   # j fastest
+    A, B = cp.empty_like(base_a), cp.empty_like(base_b)
+    D = cp.empty((N, M), np.float32).T   # m fastest
+    op = _half_negatives if ops else None
+    plan = gett.plan_contraction(A, "kmj", B, "jkn", D, "mn", beta=0, staging=staging, config=config, op_a=op,
+                                 op_b=op)
+    run = launcher(plan, cp.cuda.Device().id, "cupy")
+    chained = run._inner if staging else run
+    assert len(plan.staging) == staging + ops and chained._chain is not None
+    if ops:   # the second copy too
+        assert isinstance(run._copies[1][2], DependentLaunch)
+    assert (chained._chain[1] is not None) == (plan.kernel().config.split_k > 1) == (chain != "copy-kernel")
+
+    stream = cp.cuda.Stream(non_blocking=True)
+    torch = pytest.importorskip("torch") if kind == "torch" else None
+    results, scales = [], [(0.5, 2.0), (-2.0, 0.25), (1.0, -1.0), (4.0, 0.5), (-0.25, -4.0), (2.0, 2.0)]
+    with stream:
+        for sa, sb in scales:   # each call's inputs and poisoned D written by CuPy kernels just before it
+            cp.multiply(base_a, np.float16(sa), out=A)   # powers of two: exact in float16
+            cp.multiply(base_b, np.float16(sb), out=B)
+            D.fill(cp.nan)
+            if torch is None:
+                gett.contract(plan, 1.0, A, B, 0.0, D)
+            else:
+                with torch.cuda.StreamContext(torch.cuda.ExternalStream(stream.ptr)):
+                    gett.contract(plan, 1.0, torch.as_tensor(A), torch.as_tensor(B), 0.0, torch.as_tensor(D))
+            results.append(D.copy())
+    stream.synchronize()
+    a = cp.asnumpy(base_a).astype(np.float64)
+    b = cp.asnumpy(base_b).astype(np.float64)
+    f = (lambda x: np.where(x > 0, x, 0.5 * x)) if ops else (lambda x: x)
+    for (sa, sb), got in zip(scales, results):   # a stale input or a poisoned D is off by far more
+        want = np.einsum("kmj,jkn->mn", f(sa * a), f(sb * b))
+        err = np.linalg.norm(cp.asnumpy(got) - want) / np.linalg.norm(want)
+        assert err < 1e-4, (sa, sb, err)
