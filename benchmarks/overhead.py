@@ -10,7 +10,9 @@ gett's call is timed after a first call has planned and compiled it, so it is th
 goal: at most 20 µs.
 For context it also prints gett.einsum writing into ``out=`` (no allocation), on torch tensors,
 ``gett.contract`` on a plan (no einsum layer), and the two things every cached call pays: the launch
-alone (the plan's launcher on ready arrays) and a new CuPy array (what a result without ``out=`` costs).
+alone (the plan's launcher on ready arrays) and a new CuPy array (what a result without ``out=`` costs);
+and ``gett.contract`` on a plan of two kernels (K = 16 n split, the reduction launched behind the kernel;
+on the GPU too, 2 launches a call, so its figure is the host's or the GPU's, whichever is slower).
 Without a GPU it says so and exits 0; ``--fake-cupy`` then times gett's own Python layers on the fake
 CuPy of tests/fake_cupy.py (kernels compiled, launches not made): the part of a call gett controls.
 """
@@ -92,6 +94,11 @@ def main(argv=None) -> int:
     run = launcher(plan, out.device.id, "cupy")
     functions["launch alone"] = (lambda: run(A, B, out, out, 1.0, 0.0), sync)
     functions["cupy.ndarray (alloc)"] = (lambda: cp.ndarray((n, n), np.float32), sync)
+    # a chain: K = 16 n is split, and the reduction is launched behind the kernel (gett.dependent_launch)
+    L, R = cp.asarray(rng.standard_normal((n, 16 * n), dtype=np.float32)), cp.asarray(b.repeat(16, axis=0))
+    chained = gett.plan_contraction(L, "ik", R, "kj", out, "ij")
+    if chained.kernel().config.split_k > 1:
+        functions["gett.contract (split K)"] = (lambda: gett.contract(chained, 1.0, L, R, 0.0, out), sync)
     rows = per_call_us(functions, args.calls, args.batches)
     gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     print(f"host time per call, {expr} on {n}x{n} float32, {gpu} "
