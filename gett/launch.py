@@ -14,6 +14,11 @@ from .dependent_launch import DependentLaunch
 _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64": np.float64,
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
 _MAX_GRID_X = 2**31 - 1
+# A plan whose GPU time (its tensors' bytes at 3 TB/s, or its flops at 700 TFLOP/s) reaches this launches its
+# later kernels behind the one before (gett.dependent_launch): that saves the TCCG plans of 18-40 us 1-4 us
+# of GPU time a call, but a call of a small chain pays ~5 us more (a split-K 64 x 1024 x 64 f32 plan: 24.7 us
+# a call against 19.1; H100 and its host, session 35).
+CHAIN_MIN_SECONDS = 10e-6
 _NUM_REGS = 4            # cuda.h CU_FUNC_ATTRIBUTE_NUM_REGS: registers a thread of a loaded function
 _modules: dict = {}      # (cubin path, device) -> cupy.RawModule
 _functions: dict = {}    # (cubin path, function name, device) -> kernel function loaded on that device
@@ -62,6 +67,13 @@ def resident_ctas(kernel, registers: int, sm_shared: int = SM_SHARED_BYTES, sm_r
     return max(1, min(shared_ctas(kernel.shared_bytes, sm_shared), by_registers, sm_threads // kernel.threads))
 
 
+def worth_chaining(plan) -> bool:
+    """Whether ``plan``'s kernels run long enough for launching each behind the one before to pay."""
+    d = plan.descriptors
+    moved = d["A"].nbytes + d["B"].nbytes + d["D"].nbytes
+    return max(moved / 3.0e12, plan.flops / 700e12) >= CHAIN_MIN_SECONDS
+
+
 class Launcher:
     """``plan``'s kernel bound to one device and array kind, everything but the arrays and scalars decided
     once. A call launches the kernel (two with split-K) on the caller's current stream — PyTorch's for
@@ -71,9 +83,9 @@ class Launcher:
     converting them again: CuPy arrays as they are (CuPy passes an array's data pointer), addresses as
     its own argument objects, alpha and beta as size-1 arrays passed by value (converted once per value;
     numpy scalars would cost a conversion each per launch). A chain (``behind``: the kernel runs after
-    the plan's staging copies; or split-K's reduction after the kernel) goes through
-    :mod:`gett.dependent_launch` on sm_90, each kernel after the plan's first launched while the one
-    before it drains."""
+    the plan's staging copies; or split-K's reduction after the kernel, where :func:`worth_chaining`)
+    goes through :mod:`gett.dependent_launch` on sm_90, each kernel after the plan's first launched
+    while the one before it drains."""
     __slots__ = ("_fn", "_grid", "_block", "_shared", "_acc", "_device", "_torch_stream", "_cupy",
                  "_partials", "_reduce", "_reduce_grid", "_reduce_block", "_address", "_by_value",
                  "_null", "_scalars", "_get_device", "_maps", "_chain")
@@ -103,7 +115,7 @@ class Launcher:
                 self._reduce = _function(kernel, REDUCE_NAME, device)
                 self._reduce_grid = (min(-(-outputs // REDUCE_THREADS), 65536), 1, 1)
                 self._reduce_block = (REDUCE_THREADS, 1, 1)
-            chained = (behind or self._partials) and dependent_launch.supported(device)
+            chained = (behind or (self._partials and worth_chaining(plan))) and dependent_launch.supported(device)
         self._by_value = dependent_launch.ByValue if chained else CNumpyArray
         if kernel.tma is not None:
             from .tensor_map import TensorMaps
@@ -228,12 +240,14 @@ class StagedLauncher:
 
         from .dependent_launch import supported
         from .kernel import current_arch
-        self._inner = Launcher(plan.staged_plan, device, kind, behind=True)
+        with cupy.cuda.Device(device):
+            chained = worth_chaining(plan) and supported(device)
+        self._inner = Launcher(plan.staged_plan, device, kind, behind=chained)
         self._cupy, self._device, self._address = cupy, device, CIntptr
         with cupy.cuda.Device(device):
             kernels = plan.copy_kernels(plan.device_arch or current_arch())
             functions = [_function(k, k.name, device) for k in kernels]
-            if supported(device):   # a second copy behind the first
+            if chained:   # a second copy behind the first
                 functions[1:] = [DependentLaunch(f.ptr, k.grid, k.block, 0, 2)
                                  for f, k in zip(functions[1:], kernels[1:])]
             self._copies = tuple((st.tensor, st.nbytes, f, k.grid, k.block)

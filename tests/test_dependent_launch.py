@@ -50,3 +50,24 @@ def test_every_kernel_waits_for_the_kernels_before_it_first(cid, config):
     heads = [h for s in sources for h in _kernel_bodies(s)]
     assert len(heads) == 1 + len(plan.staging) + (inner.kernel("sm_90").config.split_k > 1)
     assert all(h == "gett::wait_for_prior_kernels();" for h in heads), heads
+
+
+@pytest.mark.parametrize("cid,dtype", [
+    (19, "f16"), (13, "f16"), (14, "f16"), (14, "f32"),   # 55-121 MB: 18-40 us at 3 TB/s
+    (12, "f16"),                                          # 271 GFLOP
+])
+def test_long_plans_chain_their_kernels(cid, dtype):
+    from gett.launch import worth_chaining
+    c = select([cid])[0]
+    mk = lambda t: D(c.shape(t), c.strides(t), dtype)
+    plan = gett.plan_contraction(mk("A"), c.modes("A"), mk("B"), c.modes("B"), mk("C"), c.modes("C"), beta=0,
+                                 device_arch="sm_90")
+    assert worth_chaining(plan)
+
+
+def test_small_plans_do_not_chain_their_kernels():
+    """64 x 1024 x 64 in f32: 0.5 MB, 8 MFLOP; a call of its split-K chain cost 5 us more chained (H100)."""
+    from gett.launch import worth_chaining
+    plan = gett.plan_contraction(D((64, 1024), (1024, 1), "f32"), "ik", D((1024, 64), (64, 1), "f32"), "kj",
+                                 D((64, 64), (64, 1), "f32"), "ij", beta=0, device_arch="sm_90")
+    assert not worth_chaining(plan)

@@ -26,9 +26,10 @@ def _half_negatives(x):
 
 @pytest.mark.parametrize("chain", list(CHAINS))
 @pytest.mark.parametrize("kind", ["cupy", "torch"])
-def test_chained_kernels_read_what_the_kernel_before_wrote(chain, kind):
+def test_chained_kernels_read_what_the_kernel_before_wrote(chain, kind, monkeypatch):
     if int(cp.cuda.Device().compute_capability) < 90:
         pytest.skip("programmatic dependent launch needs sm_90")
+    monkeypatch.setattr("gett.launch.CHAIN_MIN_SECONDS", 0.0)   # chain these small plans too
     from gett.config import KernelConfig
     from gett.dependent_launch import DependentLaunch
     from gett.launch import launcher
@@ -71,3 +72,18 @@ def test_chained_kernels_read_what_the_kernel_before_wrote(chain, kind):
         want = np.einsum("kmj,jkn->mn", f(sa * a), f(sb * b))
         err = np.linalg.norm(cp.asnumpy(got) - want) / np.linalg.norm(want)
         assert err < 1e-4, (sa, sb, err)
+
+
+def test_small_plans_launch_their_kernels_plainly():
+    """Below gett.launch.CHAIN_MIN_SECONDS of GPU time the chained launch's host cost does not pay."""
+    from gett.launch import launcher
+    rng = np.random.default_rng(36)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 1024), (1024, 64)))
+    A, B, D = cp.asarray(a), cp.asarray(b), cp.full((64, 64), cp.nan, np.float32)
+    plan = gett.plan_contraction(A, "ik", B, "kj", D, "ij", beta=0)
+    if plan.kernel().config.split_k == 1:
+        pytest.skip("the heuristic picks no split-K for this shape")
+    assert launcher(plan, cp.cuda.Device().id, "cupy")._chain is None
+    gett.contract(plan, 1.0, A, B, 0.0, D)
+    expect = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.linalg.norm(cp.asnumpy(D) - expect) / np.linalg.norm(expect) < 1e-5
