@@ -10,9 +10,12 @@ results are those of a plain launch. CuPy does not expose ``cuLaunchKernelEx``, 
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 
 import numpy as np
+
+from . import driver
 
 _PROGRAMMATIC_STREAM_SERIALIZATION = 6   # cuda.h CUlaunchAttributeID
 
@@ -30,27 +33,11 @@ class _Config(ctypes.Structure):
                 ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_Attribute)), ("num_attrs", ctypes.c_uint)]
 
 
-_driver = None
-_driver_lock = threading.Lock()
-
-
+@functools.cache
 def _launch_kernel_ex():
     """The driver's ``cuLaunchKernelEx`` (CUDA 12.0 and later), or None where the driver lacks it."""
-    global _driver
-    with _driver_lock:
-        if _driver is None:
-            try:
-                lib = ctypes.CDLL("libcuda.so.1")
-                fn = lib.cuLaunchKernelEx
-            except (OSError, AttributeError):
-                fn = False
-            else:
-                fn.argtypes = [ctypes.POINTER(_Config), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-                fn.restype = ctypes.c_int
-                _driver = (fn, lib)
-            if fn is False:
-                _driver = (None, None)
-    return _driver[0]
+    return driver.function("cuLaunchKernelEx", [ctypes.POINTER(_Config), ctypes.c_void_p, ctypes.c_void_p,
+                                                ctypes.c_void_p])
 
 
 def supported(device: int) -> bool:
@@ -72,8 +59,8 @@ class ByValue:
 
 class DependentLaunch:
     """One kernel function (``function``: a loaded ``CUfunction`` handle) with its launch shape, launched
-    behind the kernel before it on a stream (``behind``), or plainly. Arguments are ints (device addresses, passed as 64-bit
-    pointers) or :class:`ByValue`, in the kernel's order."""
+    behind the kernel before it on a stream (``behind``), or plainly. Arguments are ints (device
+    addresses, passed as 64-bit pointers) or :class:`ByValue`, in the kernel's order."""
     __slots__ = ("_config", "_attribute", "_function", "_launch", "_lock", "_params", "_pointers")
 
     def __init__(self, function: int, grid: tuple, block: tuple, shared: int, arguments: int,
@@ -101,13 +88,5 @@ class DependentLaunch:
             self._config.stream = stream
             status = self._launch(ctypes.byref(self._config), self._function, params, None)
         if status:
-            raise RuntimeError(f"cuLaunchKernelEx failed: {_error_name(status)}")
+            raise RuntimeError(f"cuLaunchKernelEx failed: {driver.error_name(status)}")
 
-
-def _error_name(status: int) -> str:
-    """cuda.h's name of a ``CUresult``, e.g. ``CUDA_ERROR_INVALID_VALUE (1)``."""
-    name = ctypes.c_char_p()
-    lib = _driver[1]
-    if lib is not None and lib.cuGetErrorName(status, ctypes.byref(name)) == 0 and name.value:
-        return f"{name.value.decode()} ({status})"
-    return f"CUresult {status}"

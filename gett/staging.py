@@ -320,8 +320,8 @@ def render_copy(staging: Staging) -> CopySource:
         v = 1 if fast is None else _vector_width(src, 16, (ext[fast], *(s_src[m] for m in modes if m != fast)))
         threads, unroll = 256, 4
         vectors = size // v
-        body = _copy_kernel(threads, ctype, f"gett::copy_runs<{ctype}, Acc, Op, Index, {table_type(table, 'src')}, {v}, "
-                                            f"{unroll}>(src, dst, Index({vectors}))")
+        body = _copy_kernel(threads, ctype, f"gett::copy_runs<{ctype}, Acc, Op, Index, {table_type(table, 'src')}, "
+                                            f"{v}, {unroll}>(src, dst, Index({vectors}))")
         blocks = max(1, min(-(-vectors // (threads * unroll)), 1 << 30))
         return CopySource(head + body, (blocks, 1, 1), (threads, 1, 1))
     threads = 256
@@ -332,8 +332,8 @@ def render_copy(staging: Staging) -> CopySource:
     v = _vector_width(src, 16, (tq, tp, ext[inner], ext[fast], s_src[inner], s_dst[fast], *rest.strides_of("src"),
                                *rest.strides_of("dst")))
     body = _copy_kernel(threads, ctype, f"gett::transpose_tiles<{ctype}, Acc, Op, Index, Offset, {tq}, {tp}, {v}, "
-                                        f"{threads}, {ext[inner]}, {ext[fast]}, {s_src[inner]}, {s_dst[fast]}, {src_rest}, "
-                                        f"{dst_rest}>(src, dst, Index({rests}))")
+                                        f"{threads}, {ext[inner]}, {ext[fast]}, {s_src[inner]}, {s_dst[fast]}, "
+                                        f"{src_rest}, {dst_rest}>(src, dst, Index({rests}))")
     blocks = -(-ext[inner] // tq) * -(-ext[fast] // tp)
     return CopySource(head + body, (blocks, min(rests, 65535), 1), (threads, 1, 1))
 

@@ -6,35 +6,27 @@ them (:class:`TensorMaps`). Encoding needs the driver, not a context or a device
 from __future__ import annotations
 
 import ctypes
+import functools
 import operator
-import threading
 
 import numpy as np
 
+from . import driver
 from .errors import DeviceError
 from .tma import TMA_DATA_TYPES, TmaBox, TmaOperand, TmaStoreBox
 
 _MAP_BYTES, _MAP_ALIGN = 128, 64
 _L2_PROMOTION_256B = 3        # L2 fetches of 256 bytes, as CUTLASS's Hopper GEMMs ask
-_driver = None
-_driver_lock = threading.Lock()
 
 
+@functools.cache
 def _encode_function():
-    global _driver
-    with _driver_lock:
-        if _driver is None:
-            try:
-                lib = ctypes.CDLL("libcuda.so.1")
-                fn = lib.cuTensorMapEncodeTiled
-            except (OSError, AttributeError) as e:
-                raise DeviceError(f"TMA kernels need a CUDA 12+ driver with cuTensorMapEncodeTiled ({e})") from None
-            u32, u64p, u32p = ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
-                           ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-            fn.restype = ctypes.c_int
-            _driver = fn
-    return _driver
+    u32, u64p, u32p = ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+    fn = driver.function("cuTensorMapEncodeTiled", [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, u64p, u64p,
+                                                    u32p, u32p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int])
+    if fn is None:
+        raise DeviceError("TMA kernels need a CUDA 12+ driver with cuTensorMapEncodeTiled (libcuda.so.1)")
+    return fn
 
 
 def encode(view: TmaOperand | TmaBox | TmaStoreBox, address: int) -> np.ndarray:
