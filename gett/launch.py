@@ -7,9 +7,9 @@ import weakref
 
 import numpy as np
 
+from . import dependent_launch
 from .codegen import SM_SHARED_BYTES, shared_ctas
 from .config import output_tiles
-from .dependent_launch import DependentLaunch
 
 _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64": np.float64,
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
@@ -94,7 +94,6 @@ class Launcher:
         import cupy
         from cupy.cuda.function import CIntptr, CNumpyArray
 
-        from . import dependent_launch
         from .kernel import current_arch
         self._device, self._cupy, self._fn, self._chain = device, cupy, None, None
         self._address, self._null, self._scalars = CIntptr, CIntptr(0), {}
@@ -238,17 +237,16 @@ class StagedLauncher:
         import cupy
         from cupy.cuda.function import CIntptr
 
-        from .dependent_launch import supported
         from .kernel import current_arch
         with cupy.cuda.Device(device):
-            chained = worth_chaining(plan) and supported(device)
+            chained = worth_chaining(plan) and dependent_launch.supported(device)
         self._inner = Launcher(plan.staged_plan, device, kind, behind=chained)
         self._cupy, self._device, self._address = cupy, device, CIntptr
         with cupy.cuda.Device(device):
             kernels = plan.copy_kernels(plan.device_arch or current_arch())
             functions = [_function(k, k.name, device) for k in kernels]
             if chained:   # a second copy behind the first
-                functions[1:] = [DependentLaunch(f.ptr, k.grid, k.block, 0, 2)
+                functions[1:] = [dependent_launch.DependentLaunch(f.ptr, k.grid, k.block, 0, 2)
                                  for f, k in zip(functions[1:], kernels[1:])]
             self._copies = tuple((st.tensor, st.nbytes, f, k.grid, k.block)
                                  for st, f, k in zip(plan.staging, functions, kernels))
@@ -263,7 +261,7 @@ class StagedLauncher:
             workspace = []   # kept until the staged kernel is launched
             for tensor, nbytes, fn, grid, block in self._copies:
                 copy = self._cupy.empty(nbytes, dtype=np.uint8)
-                if fn.__class__ is DependentLaunch:
+                if fn.__class__ is dependent_launch.DependentLaunch:
                     fn((stream or self._cupy.cuda.get_current_stream()).ptr, (operands[tensor], copy.data.ptr))
                 else:
                     fn(grid, block, (self._address(operands[tensor]), copy))
