@@ -69,9 +69,7 @@ def resident_ctas(kernel, registers: int, sm_shared: int = SM_SHARED_BYTES, sm_r
 
 def worth_chaining(plan) -> bool:
     """Whether ``plan``'s kernels run long enough for launching each behind the one before to pay."""
-    d = plan.descriptors
-    moved = d["A"].nbytes + d["B"].nbytes + d["D"].nbytes
-    return max(moved / 3.0e12, plan.flops / 700e12) >= CHAIN_MIN_SECONDS
+    return max(plan.moved_bytes / 3.0e12, plan.flops / 700e12) >= CHAIN_MIN_SECONDS
 
 
 class Launcher:

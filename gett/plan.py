@@ -83,6 +83,12 @@ class ContractionPlan:
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k * self.batch
 
+    @property
+    def moved_bytes(self) -> int:
+        """Bytes the contraction itself reads and writes: A, B, D, and C unless beta is known to be 0."""
+        d = self.descriptors
+        return d["A"].nbytes + d["B"].nbytes + d["D"].nbytes + (d["C"].nbytes if self.beta_hint is not False else 0)
+
     # Kernel ----------------------------------------------------------------------------------------------
     def kernel(self, arch: Optional[str] = None):
         """The compiled kernel for ``arch`` (default: the plan's ``device_arch`` or the current device),

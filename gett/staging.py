@@ -132,18 +132,12 @@ def target_orders(plan) -> dict:
     return orders
 
 
-def _moved_bytes(plan) -> int:
-    """Bytes the contraction itself reads and writes: A, B, D, and C unless beta is known to be 0."""
-    d = plan.descriptors
-    return d["A"].nbytes + d["B"].nbytes + d["D"].nbytes + (d["C"].nbytes if plan.beta_hint is not False else 0)
-
-
 def _memory_bound(plan) -> bool:
     """Whether ``plan`` does fewer flops per byte it moves than its math path's rate over copy bandwidth
     (:data:`FLOPS_PER_COPY_BYTE` / 4). #14 f32 is not (SIMT): with A copied, on the heuristic's tile, it
     ran 1066 us against 867."""
     threshold = FLOPS_PER_COPY_BYTE.get(math_path(plan))
-    return threshold is not None and plan.flops < threshold / 4 * _moved_bytes(plan)
+    return threshold is not None and plan.flops < threshold / 4 * plan.moved_bytes
 
 
 def _compute_bound(plan, copied: int) -> bool:
@@ -166,7 +160,7 @@ def _small_and_shared(plan, tensor: str) -> bool:
     tiles of the other operand: a copy of it costs little beside what its many readers take."""
     free = {"A": plan.m, "B": plan.n}[tensor]
     reuse = -(-(plan.n if tensor == "A" else plan.m) // OP_TILE)
-    return (plan.descriptors[tensor].nbytes * SMALL_OPERAND_SHARE <= _moved_bytes(plan) and free >= OP_TILE
+    return (plan.descriptors[tensor].nbytes * SMALL_OPERAND_SHARE <= plan.moved_bytes and free >= OP_TILE
             and reuse >= OP_REUSE_STAGED)
 
 
