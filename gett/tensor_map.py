@@ -16,7 +16,11 @@ from .errors import DeviceError
 from .tma import TMA_DATA_TYPES, TmaBox, TmaOperand, TmaStoreBox
 
 _MAP_BYTES, _MAP_ALIGN = 128, 64
-_L2_PROMOTION_256B = 3        # L2 fetches of 256 bytes, as CUTLASS's Hopper GEMMs ask
+# The L2 fetch size each tensor's map asks (CU_TENSOR_MAP_L2_PROMOTION_*: 2 = 128 bytes, 3 = 256 as CUTLASS's
+# Hopper GEMMs ask). A at 128: H100, f16, runner A/B (session 36) #13 ``ab-acd-dbc`` (A's K rows 184 KB apart)
+# 65.5-67.2 -> 62.8-63.4 us, #14 even; all maps at 128 also took #3 41.2 -> 40.0 and #4 44.3 -> 41.5 (A's boxes
+# are their only maps) but #14 +1% (its B's map), #7 +0.8%.
+L2_PROMOTION = {"A": 2, "B": 3, "D": 3}
 
 
 @functools.cache
@@ -42,7 +46,7 @@ def encode(view: TmaOperand | TmaBox | TmaStoreBox, address: int) -> np.ndarray:
     box = (ctypes.c_uint32 * rank)(*view.box)
     element_strides = (ctypes.c_uint32 * rank)(*(1,) * rank)
     status = _encode_function()(out.ctypes.data, TMA_DATA_TYPES[view.dtype], rank, address, dims, strides, box,
-                                element_strides, 0, view.swizzle, _L2_PROMOTION_256B, 0)
+                                element_strides, 0, view.swizzle, L2_PROMOTION[view.tensor], 0)
     if status:
         raise DeviceError(f"cuTensorMapEncodeTiled failed ({status}) for {view.tensor}: {view}, address {address:#x}")
     return out

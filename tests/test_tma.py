@@ -93,6 +93,24 @@ def test_a_misaligned_address_is_refused_before_the_driver_is_asked():
         tensor_map.encode(view, 0x1008)
 
 
+def test_maps_of_a_fetch_128_bytes_into_l2_and_the_others_256(monkeypatch):
+    """A's maps (2-D operand or box tile) ask L2 fetches of 128 bytes, B's and D's of 256 (the driver's
+    CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2, _256B = 3): measured on H100 in session 36 (tensor_map.py)."""
+    asked = []
+
+    def driver_encode(*args):
+        asked.append(args[10])   # cuTensorMapEncodeTiled's l2Promotion
+        return 0
+    monkeypatch.setattr(tensor_map, "_encode_function", lambda: driver_encode)
+    a, b = views(gemm(1024, 1024, 1024))
+    box = box_plan(*BOX_CASES[0][:3])[1]
+    store = store_box(tccg_f32("abcdef-degc-gfab", SIMT_P), SIMT_P)
+    for view in (a, b, box, store):
+        tensor_map.encode(view, 0x1000)
+    assert [v.tensor for v in (a, b, box, store)] == ["A", "B", "A", "D"]
+    assert asked == [2, 3, 2, 3]
+
+
 def test_the_launcher_encodes_a_map_once_per_address_pair(monkeypatch):
     calls = []
     monkeypatch.setattr(tensor_map, "encode", lambda view, address: calls.append((view.tensor, address)) or address)
