@@ -17,9 +17,9 @@ from .tma import TMA_DATA_TYPES, TmaBox, TmaOperand, TmaStoreBox
 
 _MAP_BYTES, _MAP_ALIGN = 128, 64
 # The L2 fetch size each tensor's map asks (CU_TENSOR_MAP_L2_PROMOTION_*: 2 = 128 bytes, 3 = 256 as CUTLASS's
-# Hopper GEMMs ask). A at 128: H100, f16, runner A/B (session 36) #13 ``ab-acd-dbc`` (A's K rows 184 KB apart)
-# 65.5-67.2 -> 62.8-63.4 us, #14 even; all maps at 128 also took #3 41.2 -> 40.0 and #4 44.3 -> 41.5 (A's boxes
-# are their only maps) but #14 +1% (its B's map), #7 +0.8%.
+# Hopper GEMMs ask). A's at 128: H100, f16, runner A/B (session 36, medians of three runs) #13 ``ab-acd-dbc``
+# (A's K rows 184 KB apart) 68.4 -> 62.6 us, #4 (a box tile of A) 44.4 -> 41.3, #3 40.9 -> 39.6, #14 even;
+# B's at 128 as well cost #14 1%.
 L2_PROMOTION = {"A": 2, "B": 3, "D": 3}
 
 
