@@ -72,6 +72,12 @@ def worth_chaining(plan) -> bool:
     return max(plan.moved_bytes / 3.0e12, plan.flops / 700e12) >= CHAIN_MIN_SECONDS
 
 
+def chains(plan, device: int) -> bool:
+    """Whether ``plan``'s kernels after its first launch behind the one before on ``device``: they run long
+    enough for it to pay (:func:`worth_chaining`) and the device can (:func:`gett.dependent_launch.supported`)."""
+    return worth_chaining(plan) and dependent_launch.supported(device)
+
+
 class Launcher:
     """``plan``'s kernel bound to one device and array kind, everything but the arrays and scalars decided
     once. A call launches the kernel (two with split-K) on the caller's current stream — PyTorch's for
@@ -112,7 +118,7 @@ class Launcher:
                 self._reduce = _function(kernel, REDUCE_NAME, device)
                 self._reduce_grid = (min(-(-outputs // REDUCE_THREADS), 65536), 1, 1)
                 self._reduce_block = (REDUCE_THREADS, 1, 1)
-            chained = (behind or (self._partials and worth_chaining(plan))) and dependent_launch.supported(device)
+            chained = behind or (bool(self._partials) and chains(plan, device))
         self._by_value = dependent_launch.ByValue if chained else CNumpyArray
         if kernel.tma is not None:
             from .tensor_map import TensorMaps
@@ -229,25 +235,20 @@ class StagedLauncher:
     operands into workspace from CuPy's memory pool (stream-ordered: the memory is reused only after the
     stream has passed its kernels), then runs the staged plan's :class:`Launcher` on the copies.
     Same call interface as :class:`Launcher`."""
-    __slots__ = ("_address", "_copies", "_cupy", "_device", "_inner")
+    __slots__ = ("_copies", "_cupy", "_device", "_inner")
 
     def __init__(self, plan, device: int, kind: str):
         import cupy
-        from cupy.cuda.function import CIntptr
 
         from .kernel import current_arch
         with cupy.cuda.Device(device):
-            chained = worth_chaining(plan) and dependent_launch.supported(device)
-        self._inner = Launcher(plan.staged_plan, device, kind, behind=chained)
-        self._cupy, self._device, self._address = cupy, device, CIntptr
-        with cupy.cuda.Device(device):
+            chained = chains(plan, device)
+            self._inner = Launcher(plan.staged_plan, device, kind, behind=chained)
             kernels = plan.copy_kernels(plan.device_arch or current_arch())
-            functions = [_function(k, k.name, device) for k in kernels]
-            if chained:   # a second copy behind the first
-                functions[1:] = [dependent_launch.DependentLaunch(f.ptr, k.grid, k.block, 0, 2)
-                                 for f, k in zip(functions[1:], kernels[1:])]
-            self._copies = tuple((st.tensor, st.nbytes, f, k.grid, k.block)
-                                 for st, f, k in zip(plan.staging, functions, kernels))
+            # the first copy launches plainly (nothing of the plan runs before it), a second behind the first
+            self._copies = tuple(_StagingCopy(st, k, _function(k, k.name, device), chained and i > 0)
+                                 for i, (st, k) in enumerate(zip(plan.staging, kernels)))
+        self._cupy, self._device = cupy, device
 
     def __call__(self, A, B, C, D, alpha, beta) -> None:
         self.at_addresses(_pointer(A), _pointer(B), _pointer(C), _pointer(D), alpha, beta)
@@ -257,15 +258,36 @@ class StagedLauncher:
         operands = {"A": a, "B": b}
         with self._cupy.cuda.Device(self._device), stream if stream is not None else contextlib.nullcontext():
             workspace = []   # kept until the staged kernel is launched
-            for tensor, nbytes, fn, grid, block in self._copies:
-                copy = self._cupy.empty(nbytes, dtype=np.uint8)
-                if fn.__class__ is dependent_launch.DependentLaunch:
-                    fn((stream or self._cupy.cuda.get_current_stream()).ptr, (operands[tensor], copy.data.ptr))
-                else:
-                    fn(grid, block, (self._address(operands[tensor]), copy))
-                operands[tensor] = copy.data.ptr
-                workspace.append(copy)
+            for copy in self._copies:
+                to = self._cupy.empty(copy.nbytes, dtype=np.uint8)
+                copy.launch(operands[copy.tensor], to)
+                operands[copy.tensor] = to.data.ptr
+                workspace.append(to)
             self._inner.at_addresses(operands["A"], operands["B"], c, d, alpha, beta)
+
+
+class _StagingCopy:
+    """One staging copy of a :class:`StagedLauncher`: ``launch(source address, destination array)`` runs its
+    kernel on CuPy's current stream, through CuPy or, ``chained``, behind the kernel before it."""
+    __slots__ = ("_address", "_block", "_fn", "_grid", "_stream", "chained", "launch", "nbytes", "tensor")
+
+    def __init__(self, staging, kernel, fn, chained: bool):
+        import cupy
+        from cupy.cuda.function import CIntptr
+        self.tensor, self.nbytes, self.chained = staging.tensor, staging.nbytes, chained
+        self._grid, self._block, self._address = kernel.grid, kernel.block, CIntptr
+        self._stream = cupy.cuda.get_current_stream
+        if chained:
+            self._fn = dependent_launch.DependentLaunch(fn.ptr, kernel.grid, kernel.block, 0, 2)
+            self.launch = self._behind
+        else:
+            self._fn, self.launch = fn, self._plain
+
+    def _plain(self, source: int, to) -> None:
+        self._fn(self._grid, self._block, (self._address(source), to))
+
+    def _behind(self, source: int, to) -> None:
+        self._fn(self._stream().ptr, (source, to.data.ptr))
 
 
 def _pointer(array) -> int:

@@ -3,6 +3,7 @@
 // dense in its mode order; where an element comes from is an index table (layout.cuh) evaluated on the
 // destination's linear index.
 #pragma once
+#include "copy.cuh"
 #include "grid_dependency.cuh"
 #include "layout.cuh"
 #include "types.cuh"
@@ -23,7 +24,7 @@ __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restri
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const Index i = first + Index(u) * Index(blockDim.x);
-      if (i < vectors) v[u] = *reinterpret_cast<const Vector*>(src + SrcTable::offset(i * Index(V)));
+      if (i < vectors) v[u] = load_global(reinterpret_cast<const Vector*>(src + SrcTable::offset(i * Index(V))));
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
@@ -55,7 +56,8 @@ __device__ __forceinline__ void transpose_tiles(const T* __restrict__ src, T* __
       const int r = e / (TP / V), c = e % (TP / V) * V;
       const long long q = q0 + r, p = p0 + c;
       if (q < EQ && p < EP) {
-        const Vector x = *reinterpret_cast<const Vector*>(src + (from + Offset(q) * Offset(SQ) + Offset(p)));
+        const Offset at = from + Offset(q) * Offset(SQ) + Offset(p);
+        const Vector x = load_global(reinterpret_cast<const Vector*>(src + at));
 #pragma unroll
         for (int j = 0; j < V; ++j) tile[r][c + j] = x.v[j];
       }
