@@ -111,6 +111,21 @@ def epilogue_walk(plan, cfg: KernelConfig) -> tuple:
     return m_fast, 1, cfg.bm if m_fast else cfg.bn
 
 
+def reduce_vector(plan, cfg: KernelConfig) -> int:
+    """Partial sums of neighbouring outputs that one thread of reduce_splits adds up: 16 bytes of them along
+    the partials' fast dimension (M where the epilogue walks M plainly, else N) where that extent holds
+    whole vectors, else 1."""
+    m_fast, tx, _ = epilogue_walk(plan, cfg)
+    v = 16 // plan.compute_type.accumulator.itemsize
+    return v if v > 1 and (plan.m if m_fast and tx == 1 else plan.n) % v == 0 else 1
+
+
+def reduce_grid(plan, cfg: KernelConfig) -> tuple:
+    """The reduction kernel's grid: a thread per :func:`reduce_vector` outputs, at most 65536 blocks."""
+    threads = -(-plan.m * plan.n * plan.batch // reduce_vector(plan, cfg))
+    return (min(-(-threads // REDUCE_THREADS), 65536), 1, 1)
+
+
 def simt_column_runs(plan, cfg: KernelConfig, m_fast: bool) -> bool:
     """Whether SIMT threads may hold their columns in runs (16-byte reads of a row-contiguous B tile).
     Not where D's fast side is M and K is at most two tiles, unless a warp's lanes run along M
@@ -469,7 +484,8 @@ extern "C" __global__ void __launch_bounds__({threads}, {ctas_per_sm(plan, cfg) 
 extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {REDUCE_NAME}(
     const Problem::Acc* partials, const Problem::TC* C, Problem::TD* D, Problem::Acc alpha, Problem::Acc beta) {{
   gett::wait_for_prior_kernels();
-  gett::reduce_splits<Problem, OpC, OpOut, Semiring, {cfg.split_k}, Kernel::PARTIALS_M_FAST>(partials, C, D, alpha, beta);
+  gett::reduce_splits<Problem, OpC, OpOut, Semiring, {cfg.split_k}, Kernel::PARTIALS_M_FAST, {reduce_vector(plan, cfg)}>(
+      partials, C, D, alpha, beta);
 }}
 """
     return src, smem, threads, (views or ()) + (d_view,) if d_view else views

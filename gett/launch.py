@@ -114,9 +114,9 @@ class Launcher:
             outputs = plan.m * plan.n * plan.batch
             self._partials = cfg.split_k * outputs if cfg.split_k > 1 else 0
             if self._partials:
-                from .codegen import REDUCE_NAME, REDUCE_THREADS
+                from .codegen import REDUCE_NAME, REDUCE_THREADS, reduce_grid
                 self._reduce = _function(kernel, REDUCE_NAME, device)
-                self._reduce_grid = (min(-(-outputs // REDUCE_THREADS), 65536), 1, 1)
+                self._reduce_grid = reduce_grid(plan, cfg)
                 self._reduce_block = (REDUCE_THREADS, 1, 1)
             chained = behind or (bool(self._partials) and chains(plan, device))
         self._by_value = dependent_launch.ByValue if chained else CNumpyArray

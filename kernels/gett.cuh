@@ -903,37 +903,49 @@ struct Gett {
 };
 
 // Adds the SPLIT partial sums of every output element in a fixed order, then applies the epilogue
-// D = op_out(alpha * sum + beta * op_c(C)). One thread per element, along the partials' fast dimension
-// (M_FAST: m, as the kernel laid them out where D's stride-1 mode is M's first mode; else n), so that
-// D's writes are whole sectors there too: #19 ``abc-adec-ebd`` 11.9 -> 5.9 us (H100, ncu).
-template <class P, class OpC, class OpOut, class Semiring, int SPLIT, bool M_FAST>
+// D = op_out(alpha * sum + beta * op_c(C)). A thread takes V neighbouring elements along the partials'
+// fast dimension (M_FAST: m, as the kernel laid them out where D's stride-1 mode is M's first mode; else
+// n), read as one vector of each split, so that D's writes are whole sectors there too: #19
+// ``abc-adec-ebd`` 11.9 -> 5.9 us a thread an element (H100, ncu). The host checked that V divides the
+// fast extent.
+template <class P, class OpC, class OpOut, class Semiring, int SPLIT, bool M_FAST, int V = 1>
 __device__ __forceinline__ void reduce_splits(const typename P::Acc* __restrict__ partials,
                                               const typename P::TC* __restrict__ C,
                                               typename P::TD* __restrict__ D, typename P::Acc alpha,
                                               typename P::Acc beta) {
   using Acc = typename P::Acc;
+  using Vector = Vec<Acc, V>;
   constexpr long long fast = M_FAST ? P::M : P::N, slow = M_FAST ? P::N : P::M, total = P::M * P::N * P::L;
+  static_assert(fast % V == 0, "whole vectors along the fast dimension");
+  const Vector* parts = reinterpret_cast<const Vector*>(partials);
   const bool read_c = !(beta == zero<Acc>());
-  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total / V;
        e += (long long)gridDim.x * blockDim.x) {
     // up to 32 loads in flight at once (a chain of 4 at a time was latency-bound), added in split order
     constexpr int BATCH = SPLIT - 1 < 32 ? SPLIT - 1 : 32;
-    Acc v = partials[e];
+    Vector v = parts[e];
     for (int s0 = 1; s0 < SPLIT; s0 += BATCH) {
-      Acc part[BATCH];
+      Vector part[BATCH];
 #pragma unroll
-      for (int j = 0; j < BATCH; ++j) part[j] = s0 + j < SPLIT ? partials[(s0 + j) * total + e] : v;
+      for (int j = 0; j < BATCH; ++j) part[j] = s0 + j < SPLIT ? parts[(s0 + j) * (total / V) + e] : v;
 #pragma unroll
       for (int j = 0; j < BATCH; ++j)
-        if (s0 + j < SPLIT) v = Semiring::add(v, part[j]);
+        if (s0 + j < SPLIT) {
+#pragma unroll
+          for (int i = 0; i < V; ++i) v.v[i] = Semiring::add(v.v[i], part[j].v[i]);
+        }
     }
-    const long long f = e % fast, s = (e / fast) % slow, l = e / (P::N * P::M);
-    const auto im = typename P::IndexM(M_FAST ? f : s);
-    const auto in = typename P::IndexN(M_FAST ? s : f);
-    const auto il = typename P::IndexL(l);
-    v = alpha * v;
-    if (read_c) v = v + beta * OpC{}(convert<Acc>(C[P::CM::offset(im) + P::CN::offset(in) + P::CL::offset(il)]));
-    D[P::DM::offset(im) + P::DN::offset(in) + P::DL::offset(il)] = convert<typename P::TD>(OpOut{}(v));
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const long long x = e * V + i;
+      const long long f = x % fast, s = (x / fast) % slow, l = x / (P::N * P::M);
+      const auto im = typename P::IndexM(M_FAST ? f : s);
+      const auto in = typename P::IndexN(M_FAST ? s : f);
+      const auto il = typename P::IndexL(l);
+      Acc out = alpha * v.v[i];
+      if (read_c) out = out + beta * OpC{}(convert<Acc>(C[P::CM::offset(im) + P::CN::offset(in) + P::CL::offset(il)]));
+      D[P::DM::offset(im) + P::DN::offset(in) + P::DL::offset(il)] = convert<typename P::TD>(OpOut{}(out));
+    }
   }
 }
 

@@ -182,8 +182,23 @@ def test_split_k_fills_one_round_of_the_ctas_an_sm_holds():
         assert split_k_for(thin, cfg) == 132 * per_sm // tiles
 
 
+def test_reduction_threads_take_16_bytes_of_partials_where_the_fast_extent_allows():
+    """reduce_splits reads each split's partial sums as 16-byte vectors along the partials' fast dimension
+    (4 f32, 2 f64, 1 c128) where that extent is a multiple of the vector, else one element a thread; the
+    reduction's grid has a thread per vector."""
+    from gett.codegen import REDUCE_THREADS, reduce_grid, reduce_vector
+    D = gett.TensorDescriptor
+    for extent, dtype, vector in ((40, "f16", 4), (42, "f16", 1), (42, "f64", 2), (40, "c128", 1)):
+        plan = gett.plan_contraction(D((extent, 8192), None, dtype), "mk", D((8192, extent), None, dtype), "kn",
+                                     D((extent, extent), None, dtype), "mn")
+        cfg = default_config(plan)
+        assert cfg.split_k > 1
+        assert reduce_vector(plan, cfg) == vector, (extent, dtype)
+        assert reduce_grid(plan, cfg) == (-(-extent * extent // vector // REDUCE_THREADS), 1, 1)
+
+
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("dtype", ["f16", "f32", "c128"])
+@pytest.mark.parametrize("dtype", ["f16", "f32", "f64", "c128"])
 def test_split_k_kernels_compile(arch, dtype):
     D = gett.TensorDescriptor
     plan = gett.plan_contraction(D((40, 8192), None, dtype), "mk", D((8192, 40), None, dtype), "kn",
