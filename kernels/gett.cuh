@@ -905,9 +905,9 @@ struct Gett {
 // Adds the SPLIT partial sums of every output element in a fixed order, then applies the epilogue
 // D = op_out(alpha * sum + beta * op_c(C)). A thread takes V neighbouring elements along the partials'
 // fast dimension (M_FAST: m, as the kernel laid them out where D's stride-1 mode is M's first mode; else
-// n), read as one vector of each split, so that D's writes are whole sectors there too: #19
-// ``abc-adec-ebd`` 11.9 -> 5.9 us a thread an element (H100, ncu). The host checked that V divides the
-// fast extent.
+// n), one V-vector load a split (H100, session 37: f16 #19 ~4 us faster than an element a thread). Along
+// that dimension D's writes are whole sectors too (#19 ``abc-adec-ebd`` 11.9 -> 5.9 us, ncu). The host
+// (gett.codegen.reduce_vector) has checked that V divides the fast extent.
 template <class P, class OpC, class OpOut, class Semiring, int SPLIT, bool M_FAST, int V = 1>
 __device__ __forceinline__ void reduce_splits(const typename P::Acc* __restrict__ partials,
                                               const typename P::TC* __restrict__ C,
