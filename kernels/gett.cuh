@@ -935,13 +935,13 @@ __device__ __forceinline__ void reduce_splits(const typename P::Acc* __restrict_
           for (int i = 0; i < V; ++i) v.v[i] = Semiring::add(v.v[i], part[j].v[i]);
         }
     }
+    // V divides the fast extent: the vector's elements share their slow and batch coordinates
+    const long long f0 = e * V % fast, s = e * V / fast % slow, l = e * V / (P::N * P::M);
+    const auto il = typename P::IndexL(l);
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const long long x = e * V + i;
-      const long long f = x % fast, s = (x / fast) % slow, l = x / (P::N * P::M);
-      const auto im = typename P::IndexM(M_FAST ? f : s);
-      const auto in = typename P::IndexN(M_FAST ? s : f);
-      const auto il = typename P::IndexL(l);
+      const auto im = typename P::IndexM(M_FAST ? f0 + i : s);
+      const auto in = typename P::IndexN(M_FAST ? s : f0 + i);
       Acc out = alpha * v.v[i];
       if (read_c) out = out + beta * OpC{}(convert<Acc>(C[P::CM::offset(im) + P::CN::offset(in) + P::CL::offset(il)]));
       D[P::DM::offset(im) + P::DN::offset(in) + P::DL::offset(il)] = convert<typename P::TD>(OpOut{}(out));
