@@ -26,10 +26,11 @@ DEFAULT_CONFIGS = (
 
 
 def parse_config(text: str):
-    """``math:BMxBNxBK:sSTAGES[:wWMxWN|:tTMxTN][:kSPLIT][:gGROUP][:ws][:swap][:p][:lm][:ra|:rb]`` → KernelConfig (wgmma has
-    no warp tile; ``t``: the SIMT path's thread tile; ``g``: row tiles a rasterisation group; ``ws``:
-    warp-specialised; ``swap``: wgmma with B's tile as the instruction's rows; ``p``: persistent CTAs;
-    ``lm``: a SIMT warp's lanes along M; ``ra``/``rb``: A's/B's tile resident, a CTA's tiles one row/column)."""
+    """``math:BMxBNxBK:sSTAGES[:wWMxWN|:tTMxTN][:kSPLIT][:gGROUP][:ws][:swap][:p][:lm][:ra|:rb][:pp]`` →
+    KernelConfig (wgmma has no warp tile; ``t``: the SIMT path's thread tile; ``g``: row tiles a rasterisation
+    group; ``ws``: warp-specialised; ``swap``: wgmma with B's tile as the instruction's rows; ``p``: persistent
+    CTAs; ``lm``: a SIMT warp's lanes along M; ``ra``/``rb``: A's/B's tile resident, a CTA's tiles one
+    row/column; ``pp``: wgmma warpgroups taking tiles in turn)."""
     from gett.config import KernelConfig
     math, tile, stages, *extra = text.split(":")
     bm, bn, bk = (int(x) for x in tile.split("x"))
@@ -41,6 +42,8 @@ def parse_config(text: str):
             fields["persistent"] = True
         elif x == "lm":
             fields["lanes_m"] = True
+        elif x == "pp":
+            fields["pingpong"] = True
         elif x in ("ra", "rb"):
             fields["resident"] = x[1]
         elif x[0] == "w":

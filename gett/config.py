@@ -41,6 +41,8 @@ class KernelConfig:
     lanes_m: bool = False   # simt only: a warp's lanes run along M, not N (epilogue stores where D is M-fast)
     resident: str = ""   # "a" or "b", wgmma producer over several tiles: that operand's tile (all of K) stays in
     #                      shared memory, a CTA's tiles sharing its row (column) of tiles
+    pingpong: bool = False   # wgmma producer over several 128-row tiles: the two math warpgroups take whole tiles
+    #                          in turn, one storing a tile while the other multiplies the next
 
     @property
     def min_stages(self) -> int:
@@ -67,7 +69,12 @@ class KernelConfig:
         """The math warpgroups take most of the producer's registers (kernels/gett.cuh,
         Gett::kShareRegisters): three of them (192 rows), or two with more than 128 accumulators a thread."""
         return self.three_math_warpgroups or (self.ws and self.math == "wgmma" and not self.swap
-                                               and self.bm * self.bn // self.math_threads > 128)
+                                               and self.bm * self.bn // self.tile_threads > 128)
+
+    @property
+    def tile_threads(self) -> int:
+        """The threads that hold one tile's accumulators: the math threads, or one warpgroup (``pingpong``)."""
+        return 128 if self.pingpong else self.math_threads
 
     @property
     def load_threads(self) -> int:
@@ -97,6 +104,11 @@ class KernelConfig:
         if self.resident and not (self.math == "wgmma" and self.ws and self.persistent and not self.swap):
             raise ValueError(f"a resident {self.resident.upper()} tile (resident) needs a wgmma producer over several "
                              f"tiles (ws, persistent) without swap")
+        if self.pingpong and not (self.math == "wgmma" and self.ws and self.persistent and not self.swap
+                                  and self.bm == 128 and self.bn <= 160):
+            raise ValueError(f"warpgroups taking tiles in turn (pingpong) need a wgmma producer over several tiles "
+                             f"(ws, persistent) without swap, 128 rows and at most 160 columns (a warpgroup's "
+                             f"accumulators), not {self.key()}")
         if self.persistent and (self.math != "mma16" and not self.ws or self.split_k > 1):
             raise ValueError(f"CTAs over several tiles (persistent) need the mma16 path or a producer warpgroup "
                              f"(ws), without split K, not {self.math}{' ws' if self.ws else ''} with split_k "
@@ -141,8 +153,9 @@ class KernelConfig:
         persistent = "_p" if self.persistent else ""
         lanes = "_lm" if self.lanes_m else ""
         resident = f"_r{self.resident}" if self.resident else ""
+        pingpong = "_pp" if self.pingpong else ""
         return (f"{self.math}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}{t}_g{self.group_m}{split}{ws}{swap}"
-                f"{persistent}{lanes}{resident}")
+                f"{persistent}{lanes}{resident}{pingpong}")
 
 
 def math_path(plan) -> str:
@@ -321,7 +334,10 @@ def _producer_tile(plan) -> KernelConfig | None:
     55.0 (58.8), #17 73.5 -> 62.4 as 128 x 192 s3 (128 x 128 s4 64.8); A with a narrower width, #16 72.8 ->
     63.6 as 128 x 128 s4 (128 x 192 s3 65.4). A resident B takes up to 5 stages, a whole next tile of #15/#18's K (5 K tiles) in flight while
     a tile is stored: #15 52.3 -> 48.3 us, #18 54.6 -> 52.1; a resident A not (#16 62.0 -> 62.9 at 5, 64.0
-    at 6)."""
+    at 6). A resident A's tiles go first to math warpgroups that take them in turn (``pingpong``: one stores a
+    tile while the other multiplies the next), 128 wide (a warpgroup's 128 accumulators a thread) with 5
+    stages: #16 61.0-61.7 -> 56.6-57.3 us (4 stages 58.8-59.0, 6 58.2-58.6; session 38). #15's resident B in
+    turn (128 x 160 s5) measured 47.6-48.1 against 48.1-48.9, so B's keep both warpgroups on one tile."""
     from .codegen import shared_bytes, shared_ctas
     if loads_have_ops(plan) or plan.beta_hint:   # (no hint: the common beta = 0 is worth more)
         return None
@@ -336,8 +352,10 @@ def _producer_tile(plan) -> KernelConfig | None:
     if cfg.persistent and plan.batch == 1:
         if -(-plan.n // cfg.bn) <= -(-plan.m // cfg.bm):   # B the smaller operand: its tile stays, as wide
             resident = [replace(cfg, resident="b", stages=s) for s in (5, 4, 3)]
-        else:   # A's tile stays, the width narrowed to fit: 4 stages first, then 3
-            resident = [replace(c, resident="a", bn=w) for c in candidates for w in widths[::-1] if w <= cfg.bn]
+        else:   # A's tile stays: warpgroups in turn, then the width narrowed to fit: 4 stages first, then 3
+            turns = [replace(cfg, resident="a", bn=128, stages=5, pingpong=True)] if cfg.bn >= 128 else []
+            resident = turns + [replace(c, resident="a", bn=w) for c in candidates for w in widths[::-1]
+                                if w <= cfg.bn]
         candidates = resident + candidates
 
     def fits(c):

@@ -61,7 +61,8 @@ def _closeness(cfg: KernelConfig, base: KernelConfig) -> tuple:
     return (log2(cfg.bm, base.bm) + log2(cfg.bn, base.bn) + log2(cfg.bk, base.bk)
             + abs(cfg.stages - base.stages) + shape + log2(cfg.split_k, base.split_k)
             + 0.5 * (cfg.ws != base.ws) + 0.5 * (cfg.swap != base.swap) + 0.5 * (cfg.persistent != base.persistent)
-            + 0.5 * (cfg.lanes_m != base.lanes_m) + 0.5 * (cfg.resident != base.resident), cfg.key())
+            + 0.5 * (cfg.lanes_m != base.lanes_m) + 0.5 * (cfg.resident != base.resident)
+            + 0.5 * (cfg.pingpong != base.pingpong), cfg.key())
 
 
 def _valid(cfg: KernelConfig) -> bool:
@@ -75,7 +76,8 @@ def _valid(cfg: KernelConfig) -> bool:
 def _wgmma_configs(plan, arch: str) -> list:
     """Warpgroup-MMA tiles (sm_90, 16-bit data): 64 or 128 rows, 64 to 256 columns, 3 to 5 stages, with
     and without a producer warpgroup (ws), and a producer over several tiles (persistent) where K is not
-    split, also with A's or B's tile resident (one batch); 192 rows of 192 to 240 columns and 128 rows of
+    split, also with A's or B's tile resident (one batch), and those of 128 rows with the math warpgroups
+    taking tiles in turn (pingpong, up to 160 columns); 192 rows of 192 to 240 columns and 128 rows of
     the wide widths (valid with a producer loading by TMA only); for M up to 128 also swapped ones (M the
     instruction's width, the smallest that covers it, over 64 to 256 rows of N)."""
     if not has_wgmma(arch) or math_path(plan) != "mma16":
@@ -90,7 +92,8 @@ def _wgmma_configs(plan, arch: str) -> list:
     persistent = [dataclasses.replace(cfg, persistent=True) for cfg in configs if cfg.ws and cfg.split_k == 1]
     resident = [dataclasses.replace(cfg, resident=r) for cfg in persistent for r in "ab"
                 if not cfg.swap and plan.batch == 1]
-    return configs + persistent + resident
+    in_turn = [dataclasses.replace(cfg, pingpong=True) for cfg in persistent + resident if cfg.bm == 128]
+    return configs + persistent + resident + [cfg for cfg in in_turn if _valid(cfg)]
 
 
 def _fits(plan, arch: str, cfg: KernelConfig) -> bool:

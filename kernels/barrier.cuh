@@ -45,6 +45,18 @@ __device__ __forceinline__ void named_barrier_arrive() {
   asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
 }
 
+// The same at a barrier whose number is known only at run time (one a warpgroup, say).
+template <int THREADS>
+__device__ __forceinline__ void named_barrier_sync_at(int id) {
+  static_assert(THREADS % 32 == 0, "whole warps");
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory");
+}
+template <int THREADS>
+__device__ __forceinline__ void named_barrier_arrive_at(int id) {
+  static_assert(THREADS % 32 == 0, "whole warps");
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory");
+}
+
 // Moves this warpgroup's registers per thread to REGS (a multiple of 8, 24-256; every thread of the
 // warpgroup executes it): dec gives registers back to the CTA's pool, inc waits until the pool has them.
 template <int REGS>

@@ -68,15 +68,20 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) 
 
 // The inverse of ldmatrix_x4 (sm_90): lane i gives the row address of matrix i/8, row i%8 (TRANSPOSE: that
 // row receives the matrix's column i%8).
+// (`address`: a shared-memory address, as smem_address gives.)
 template <bool TRANSPOSE = false>
-__device__ __forceinline__ void stmatrix_x4(void* smem, const unsigned (&r)[4]) {
+__device__ __forceinline__ void stmatrix_x4(unsigned address, const unsigned (&r)[4]) {
   if constexpr (TRANSPOSE) {
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_address(smem)),
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(address),
                  "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
   } else {
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_address(smem)),
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(address),
                  "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
   }
+}
+template <bool TRANSPOSE = false>
+__device__ __forceinline__ void stmatrix_x4(void* smem, const unsigned (&r)[4]) {
+  stmatrix_x4<TRANSPOSE>(smem_address(smem), r);
 }
 
 }  // namespace gett

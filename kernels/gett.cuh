@@ -34,11 +34,12 @@ namespace gett {
 // pipeline (run_tiles; with WS, run_tiles_ws), so the next tiles' loads are in flight while a tile's
 // epilogue runs. RESIDENT 'A' or 'B' (PERSIST with WS): a CTA's tiles share one row (column) of tiles,
 // whose A (B) tile, all of K, its first tile loads into shared memory to stay; later tiles load only the
-// other operand's K tiles.
+// other operand's K tiles. PINGPONG (PERSIST with WS, wgmma, two math warpgroups): each math warpgroup
+// takes whole tiles, the CTA's even and odd ones, so one stores a tile while the other multiplies the next.
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
           int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
           int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false, bool TMA = false,
-          bool PERSIST = false, class StoreD = NoTmaStore, char RESIDENT = 0>
+          bool PERSIST = false, class StoreD = NoTmaStore, char RESIDENT = 0, bool PINGPONG = false>
 struct Gett {
   static_assert((D_M_FAST ? BM : BN) % (EPI_TX * EPI_TY) == 0, "the epilogue box must tile the CTA tile");
   static_assert(EPI_CROSS == 1 || (EPI_TX == 1 && (D_M_FAST ? BM : BN) % EPI_RUN == 0 &&
@@ -99,10 +100,14 @@ struct Gett {
                                   : LoadA::kTma ? BARRIER_OFFSET + STAGES * 8 : TILE_BYTES;
   static constexpr int PRODUCER_THREADS = 128;   // the producer warpgroup (WS)
   static constexpr int BLOCK_THREADS = THREADS + (WS ? PRODUCER_THREADS : 0);
+  // The threads that compute and store one tile: all math threads, or with PINGPONG one warpgroup.
+  static constexpr int TILE_THREADS = PINGPONG ? 128 : THREADS;
+  static_assert(!PINGPONG || (PERSIST && WS && Math::kAsyncMath && THREADS == 256 && !StoreD::kTma),
+                "warpgroups in turn: a wgmma producer kernel over several tiles, two math warpgroups");
   // Three wgmma warpgroups (192 rows) and the producer launch with 128 registers a thread, two with
   // more than 128 accumulators a thread with 168; the producer (TMA: one thread loads) hands most of
   // its own to the math warpgroups for their accumulators.
-  static constexpr bool kShareRegisters = WS && Math::kAsyncMath && (THREADS == 384 || BM * BN / THREADS > 128);
+  static constexpr bool kShareRegisters = WS && Math::kAsyncMath && (THREADS == 384 || BM * BN / TILE_THREADS > 128);
   static constexpr int PRODUCER_REGISTERS = 40;
   // setmaxnreg.inc waits for registers the CTA's warps released: the pool is what the launch gave it
   static constexpr int LAUNCH_REGISTERS = 65536 / BLOCK_THREADS / 8 * 8;
@@ -180,7 +185,7 @@ struct Gett {
     Math math;
     if constexpr (WS) {
       // TMA: one arrival, then the bytes; the last CTA-wide barrier: the producer leaves after its loads
-      unsigned long long* full = stage_barriers(tid, TMA ? 1 : PRODUCER_THREADS, THREADS / 32);
+      unsigned long long* full = stage_barriers(tid, TMA ? 1 : PRODUCER_THREADS, TILE_THREADS / 32);
       unsigned long long* empty = full + STAGES;
       if (tid >= THREADS) {
         if constexpr (kShareRegisters) warpgroup_registers_dec<PRODUCER_REGISTERS>();
@@ -238,9 +243,22 @@ struct Gett {
   __device__ __forceinline__ static typename P::TB* tile_b(int t, int kt) {
     return stage_b(B_STAYS ? kt : t % STAGES);
   }
-  // A barrier over the threads that compute and store the tile (all of them unless warp-specialised).
-  __device__ __forceinline__ static void sync_math_threads() {
-    if constexpr (WS) named_barrier_sync<1, THREADS>(); else __syncthreads();
+  // A barrier over the threads that compute and store the tile: all of them, the math warps (WS), or one
+  // math warpgroup (PINGPONG).
+  __device__ __forceinline__ static void sync_tile_threads() {
+    if constexpr (PINGPONG) named_barrier_sync_at<128>(kOwnBarrier + int(threadIdx.x) / 128);
+    else if constexpr (WS) named_barrier_sync<1, THREADS>();
+    else __syncthreads();
+  }
+  // PINGPONG's named barriers, a pair of each kind (1 is the math threads', 2 the producer's): a math
+  // warpgroup's own; the turn to take stages (after the other warpgroup's tile has its K tiles, so each
+  // waits for a stage's fill only once the fill before it landed); the turn to use the epilogue tile.
+  static constexpr int kOwnBarrier = 3, kMmaTurn = 5, kEpilogueTurn = 7;
+  __device__ __forceinline__ static void wait_turn(int turn, int group) {
+    named_barrier_sync_at<256>(turn + group);
+  }
+  __device__ __forceinline__ static void pass_turn(int turn, int group) {
+    named_barrier_arrive_at<256>(turn + 1 - group);
   }
 
   // Vectors an op pass transforms at a time in the math threads: two overlap their shared-memory
@@ -499,14 +517,15 @@ struct Gett {
   // PERSIST with a producer warpgroup: a grid of the CTAs the SMs hold at once, each running tiles
   // first_tile(), then every tile_step()-th; the producer's loads and the MMAs go through the stages as
   // one sequence of K tiles, and the epilogue has shared memory of its own, so the producer loads the
-  // next tile's first K tiles while the math warpgroups store a tile.
+  // next tile's first K tiles while the math warpgroups store a tile. With PINGPONG the warpgroups take
+  // tiles in turn: one multiplies while the other stores, through the one epilogue tile by turns.
   __device__ __forceinline__ static void run_tiles_ws(const typename P::TA* __restrict__ A,
                                                       const typename P::TB* __restrict__ B,
                                                       const typename P::TC* __restrict__ C,
                                                       typename P::TD* __restrict__ D, Acc alpha, Acc beta, int tid,
                                                       const TensorMap* map_a, const TensorMap* map_b,
                                                       const TensorMap* map_d) {
-    unsigned long long* full = stage_barriers(tid, TMA ? 1 : PRODUCER_THREADS, THREADS / 32);
+    unsigned long long* full = stage_barriers(tid, TMA ? 1 : PRODUCER_THREADS, TILE_THREADS / 32);
     unsigned long long* empty = full + STAGES;
     if (tid >= THREADS) {
       if constexpr (kShareRegisters) warpgroup_registers_dec<PRODUCER_REGISTERS>();
@@ -521,12 +540,22 @@ struct Gett {
       return;
     }
     if constexpr (kShareRegisters) warpgroup_registers_inc<MATH_REGISTERS>();
+    if constexpr (PINGPONG) static_assert(Math::kSlabs * 64 == BM, "a warpgroup holds all rows of its tiles");
     Math math;
-    int t0 = 0;
-    for (long long tile = first_tile(); tile < TILES; tile += tile_step(), t0 += K_TILES) {
+    // PINGPONG: warpgroup `group` takes the CTA's tiles j = group, group + 2, ..., its thread `ttid`
+    const int group = PINGPONG ? tid / 128 : 0, ttid = PINGPONG ? tid % 128 : tid;
+    int t0 = 0, j = 0;
+    for (long long tile = first_tile(); tile < TILES; tile += tile_step(), t0 += K_TILES, ++j) {
+      if (PINGPONG && j % 2 != group) continue;
       const Origin at = origin(tile);
       const typename P::IndexL l = typename P::IndexL(at.l);
-      math.init(tid);
+      const bool more = tile + tile_step() < TILES;   // the other warpgroup (PINGPONG) takes the next tile
+      if (PINGPONG && j > 0) wait_turn(kMmaTurn, group);
+      // Opaque to the compiler each tile (PINGPONG), so the epilogue's shared addresses (offsets from this
+      // thread's place) are not all hoisted out of the loop: kept, they spilled 160 accumulators (NVRTC 13.0).
+      int own = ttid;
+      if constexpr (PINGPONG) asm volatile("" : "+r"(own));
+      math.init(own);
       consume(math, t0, 0, K_TILES, full, empty);
       if constexpr (StoreD::kTma) {
         if (beta == zero<Acc>()) {
@@ -534,7 +563,12 @@ struct Gett {
           continue;
         }
       }
-      epilogue(math, C + P::CL::offset(l), D + P::DL::offset(l), at.m0, at.n0, alpha, beta, tid);
+      if constexpr (PINGPONG) {
+        if (more) pass_turn(kMmaTurn, group);
+        if (j > 0) wait_turn(kEpilogueTurn, group);
+      }
+      epilogue(math, C + P::CL::offset(l), D + P::DL::offset(l), at.m0, at.n0, alpha, beta, own);
+      if (PINGPONG && more) pass_turn(kEpilogueTurn, group);
     }
     if constexpr (StoreD::kTma) {
       if (tid == 0) bulk_wait<0, false>();   // the last store done before the CTA (and its tile) leaves
@@ -549,7 +583,7 @@ struct Gett {
                                                       int tid, const TensorMap* map_d) {
     TE* tile = reinterpret_cast<TE*>(smem_base() + EPI_OFFSET);
     if (tid == 0) bulk_wait<0, true>();
-    sync_math_threads();
+    sync_tile_threads();
     if constexpr (kBoxRowRuns) {
       math.for_each_row_run([&](int r, int c, const Acc (&v)[Math::kRowRun]) {
         combine_run<false>(tile, StoreD::position(r, c), v, alpha, zero<Acc>());
@@ -561,7 +595,7 @@ struct Gett {
       });
     }
     fence_proxy_async();   // this thread's writes to the tile, seen by the TMA
-    sync_math_threads();
+    sync_tile_threads();
     if (tid == 0) StoreD::store(map_d, tile, typename P::IndexM(m0), typename P::IndexN(n0));
   }
 
@@ -628,7 +662,7 @@ struct Gett {
       math.template wait<0>();
       if (k_tiles > 0 && releases) mbarrier_arrive(&empty[(t0 + k_tiles - 1) % STAGES]);   // the next tile's loads
     }
-    sync_math_threads();   // every warp's products are done before the epilogue (the stages, or its own tile)
+    sync_tile_threads();   // every warp's products are done before the epilogue (the stages, or its own tile)
   }
 
   static constexpr bool kBox = EPI_TX > 1;
@@ -699,25 +733,25 @@ struct Gett {
         if (!kOneLayout && read_c) c = P::CN::offset(typename P::IndexN(i));
       }
     };
-    for (int w = tid; w < FAST; w += THREADS) {
+    for (int w = tid; w < FAST; w += TILE_THREADS) {
       const long long i = fast0 + fast_coordinate(w);
       if (i < fast_extent) offsets(D_M_FAST, i, fast_c[w], fast_d[w]); else fast_d[w] = 0;   // read, unused
     }
-    for (int s = tid; s < SLOW; s += THREADS) {
+    for (int s = tid; s < SLOW; s += TILE_THREADS) {
       const long long i = slow0 + s;
       if (i < slow_extent) offsets(!D_M_FAST, i, slow_c[s], slow_d[s]); else slow_d[s] = 0;
     }
     // Box walks: a box lies wholly inside or outside the tile's rows (the planner's boxes tile M and N).
     const int fast_in = fast_inside(fast0), slow_in = slow_inside(slow0);
     if (read_c) {
-      sync_math_threads();   // the offsets are in place
+      sync_tile_threads();   // the offsets are in place
       for_each_vector(fast_in, slow_in, tid, [&](int w, int s, bool inside) {
         if (inside) write_tile(tile, s, w, tid, *reinterpret_cast<const Vector*>(C + (fast_c[w] + slow_c[s])));
       });
-      sync_math_threads();
+      sync_tile_threads();
     }
     if (read_c) combine<true>(math, tile, alpha, beta); else combine<false>(math, tile, alpha, beta);
-    sync_math_threads();
+    sync_tile_threads();
     for_each_vector(fast_in, slow_in, tid, [&](int w, int s, bool inside) {
       const Vector x = read_tile(tile, s, w, tid);
       const Offset d = fast_d[w] + slow_d[s];
@@ -773,6 +807,8 @@ struct Gett {
                                         EPI_LD % 8 == 0;
   __device__ __forceinline__ static void combine_blocks(const Math& math, TE* tile, Acc alpha) {
     const int lane = threadIdx.x % 32, j = lane / 8;
+    // 32-bit shared addresses: generic ones, hoisted out of a loop over tiles, took two registers each
+    const unsigned base = smem_address(tile);
     math.for_each_block_quad([&](int r0, int c0, const Acc (&v)[8]) {
       unsigned x[4];
 #pragma unroll
@@ -783,7 +819,7 @@ struct Gett {
         x[i] = *reinterpret_cast<const unsigned*>(&pair);
       }
       // lane's row: column lane % 8 of matrix j, from its first row on
-      stmatrix_x4<true>(&tile[tile_position(r0 + j % 2 * 8, c0 + j / 2 * 8 + lane % 8)], x);
+      stmatrix_x4<true>(base + unsigned(sizeof(TE) * tile_position(r0 + j % 2 * 8, c0 + j / 2 * 8 + lane % 8)), x);
     });
   }
 
@@ -851,8 +887,8 @@ struct Gett {
   // (a branch a vector kept each store waiting on its own offsets' shared-memory latency, ncu #31).
   // The vectors need not split evenly over the threads (72 x 128 tiles of 8-element vectors over 256).
   using Vector = Vec<TE, EPI_V>;   // EPI_V elements of C or D
-  // (COUNT threads share the walk: the math threads, or the producer warpgroup prefetching C.)
-  template <int COUNT = THREADS, class F>
+  // (COUNT threads share the walk: the tile's math threads, or the producer warpgroup prefetching C.)
+  template <int COUNT = TILE_THREADS, class F>
   __device__ __forceinline__ static void for_each_vector(int fast_in, int slow_in, int tid, F&& f) {
     static_assert(FAST % EPI_V == 0 && EPI_TY % EPI_V == 0, "vectors tile the walk");
     constexpr int VECTORS = BM * BN / EPI_V, PER_THREAD = (VECTORS + COUNT - 1) / COUNT;

@@ -33,7 +33,9 @@ __device__ __forceinline__ int frag_col(int lane, int i) { return (lane % 4) * 2
 
 // One warp's WM x WN accumulators as FRAG_M x 8 fragments of E elements per lane (the C layout of
 // mma.sync: m16n8 with 4 floats, m8n8 with 2 doubles), warps laid out (BM/WM) x (BN/WN) over the tile.
-template <class T, int FRAG_M, int E, int BN, int WM, int WN>
+// MT_STRIDE: rows from one of a warp's fragments to the next; FRAG_M keeps a warp's WM rows together,
+// more interleaves the warps (wgmma over several 64-row slabs: a warp's 16 rows of each, warps 16 apart).
+template <class T, int FRAG_M, int E, int BN, int WM, int WN, int MT_STRIDE = FRAG_M>
 struct WarpFragments {
   static constexpr int WARPS_N = BN / WN, MT = WM / FRAG_M, NT = WN / 8;
   static constexpr bool kAsyncMath = false;   // compute() returns with the tile's products done
@@ -43,7 +45,7 @@ struct WarpFragments {
   __device__ __forceinline__ void init(int tid) {
     const int warp = tid / 32;
     lane = tid % 32;
-    wm0 = (warp / WARPS_N) * WM;
+    wm0 = (warp / WARPS_N) * (MT_STRIDE == FRAG_M ? WM : FRAG_M);
     wn0 = (warp % WARPS_N) * WN;
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -55,7 +57,7 @@ struct WarpFragments {
 
   static constexpr int kRowRun = 1;   // no for_each_row_run: a lane's rows are 8 apart
   // ... but runs of rows STRIDE apart (for_each_strided_run), in m16n8 fragments.
-  static constexpr int kWarpRows = FRAG_M == 16 && E == 4 ? WM : 0;
+  static constexpr int kWarpRows = FRAG_M == 16 && E == 4 && MT_STRIDE == FRAG_M ? WM : 0;
 
   // Every accumulator, f(r, c, v) with its place in the CTA tile, a pair at a time: f(r, c, v0, v1)
   // with v1 at (r, c + 1), as every fragment holds them.
@@ -68,7 +70,8 @@ struct WarpFragments {
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < E; e += 2)
-          f(wm0 + mt * FRAG_M + frag_row(lane, e), wn0 + nt * 8 + frag_col(lane, e), acc[mt][nt][e], acc[mt][nt][e + 1]);
+          f(wm0 + mt * MT_STRIDE + frag_row(lane, e), wn0 + nt * 8 + frag_col(lane, e), acc[mt][nt][e],
+            acc[mt][nt][e + 1]);
   }
   // Every accumulator in runs of WM / STRIDE rows STRIDE apart: f(r, c, v) with v[k] at (r + k * STRIDE, c).
   // A lane's rows are wm0 + 8 j + lane / 4, row 8 j in acc[j / 2][.][(j % 2) * 2 + column].
@@ -111,7 +114,7 @@ struct WarpFragments {
       for (int nt = 0; nt < NT; nt += 2) {
         const T v[8] = {acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
                         acc[mt][nt + 1][0], acc[mt][nt + 1][1], acc[mt][nt + 1][2], acc[mt][nt + 1][3]};
-        f(wm0 + mt * FRAG_M, wn0 + nt * 8, v);
+        f(wm0 + mt * MT_STRIDE, wn0 + nt * 8, v);
       }
   }
 };

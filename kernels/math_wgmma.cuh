@@ -1,5 +1,6 @@
 // Tensor-core math with Hopper's warpgroup MMA (wgmma.mma_async, sm_90a), f16/bf16 data, f32
-// accumulation. Warpgroup g (4 warps) owns rows [64g, 64g + 64) of the CTA tile and all BN columns;
+// accumulation. Warpgroup g (4 warps) owns rows [64g, 64g + 64) of the CTA tile and all BN columns (or,
+// with SLABS, all rows of a tile that the warpgroups take in turn);
 // both operands are read by the tensor cores straight from shared memory, through descriptors of the
 // 128-byte-swizzled layout the loaders write (TileLoader with SWIZZLE128):
 //   - K-major tile [rows][BK], BK * sizeof(T) == 128: line y = row, 8-line atoms of 1024 B;
@@ -220,10 +221,12 @@ __device__ __forceinline__ unsigned long long smem_descriptor(const void* p, uns
 // short M (72) then costs no half-empty 128-row tile. PART: the widest instruction, the tile's width
 // issued as parts of PART columns and the rest: ptxas fits each wgmma's accumulators in the registers
 // a thread has at launch (128 at 512 threads), though setmaxnreg gives the math warpgroups more.
-template <class T, class LoadA, class LoadB, int BM, int BN, int BK, bool SWAP = false, int PART = 256>
-struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : BN> {
+// SLABS: the 64-row slabs a warpgroup takes; 1 (warpgroup g takes rows [64g, 64g + 64)), or all of a
+// tile's for warpgroups that take whole tiles in turn (Gett's PINGPONG), a warp holding 16 rows of each.
+template <class T, class LoadA, class LoadB, int BM, int BN, int BK, bool SWAP = false, int PART = 256, int SLABS = 1>
+struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16 * SLABS, SWAP ? BM : BN, (SLABS > 1 ? 64 : 16)> {
   static constexpr int WIDTH = SWAP ? BM : BN;   // the instruction's N
-  using Base = WarpFragments<float, 16, 4, WIDTH, 16, WIDTH>;
+  using Base = WarpFragments<float, 16, 4, WIDTH, 16 * SLABS, WIDTH, (SLABS > 1 ? 64 : 16)>;
   using Base::acc;
   using LoadRows = Conditional<SWAP, LoadB, LoadA>;   // the operand whose 64-row slabs the warpgroups take
   using LoadCols = Conditional<SWAP, LoadA, LoadB>;
@@ -235,6 +238,8 @@ struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : B
   static_assert(LoadA::kSwizzle128 && LoadB::kSwizzle128, "wgmma reads the 128-byte-swizzled layout");
   static_assert(LoadA::kRowContig || BK == LINE, "K-major tiles are one 128-byte line deep");
   static_assert(LoadB::kRowContig || BK == LINE, "K-major tiles are one 128-byte line deep");
+  static_assert(SLABS == 1 || (!SWAP && SLABS * 64 == BM), "a warpgroup over a whole tile takes all of its rows");
+  static constexpr int kSlabs = SLABS;
 
   // Byte offset of k step s (16 deep) inside a tile, and the descriptor's (leading, stride) offsets:
   // K-major moves 32 B along the line; MN-major moves 16 lines, atoms of 64 rows lie BK lines apart.
@@ -245,26 +250,29 @@ struct WgmmaMath : WarpFragments<float, 16, 4, SWAP ? BM : BN, 16, SWAP ? BM : B
   }
 
   __device__ __forceinline__ void compute(const T* sA, const T* sB, int) {
-    const int group = threadIdx.x / 128;   // this warpgroup's 64 rows
-    const T* rows = (SWAP ? sB : sA) + group * 64 * (LoadRows::kRowContig ? BK : LINE);
+    constexpr int SLAB = 64 * (LoadRows::kRowContig ? BK : LINE);   // elements of a 64-row slab
+    const int group = SLABS == 1 ? threadIdx.x / 128 : 0;           // this warpgroup's first slab
+    const T* rows = (SWAP ? sB : sA) + group * SLAB;
     const T* cols = SWAP ? sA : sB;
     wgmma_fence();
 #pragma unroll
-    for (int s = 0; s < BK / 16; ++s) multiply<0>(rows, cols, s);
+    for (int s = 0; s < BK / 16; ++s)
+#pragma unroll
+      for (int slab = 0; slab < SLABS; ++slab) multiply<0>(rows + slab * SLAB, cols, s, slab);
     wgmma_commit();
   }
-  // k step s of the columns from C0 on, PART at a time: a K-major tile's columns are its lines, an
-  // MN-major one's 64-column atoms lie BK lines apart (PART a multiple of 64 keeps parts in whole atoms).
+  // k step s of one slab's rows by the columns from C0 on, PART at a time: a K-major tile's columns are its
+  // lines, an MN-major one's 64-column atoms lie BK lines apart (PART a multiple of 64 keeps parts in whole atoms).
   static_assert(PART >= WIDTH || PART % 64 == 0 || !LoadCols::kRowContig,
                 "an MN-major operand's instruction parts are whole 64-column atoms");
   template <int C0>
-  __device__ __forceinline__ void multiply(const T* rows, const T* cols, int s) {
+  __device__ __forceinline__ void multiply(const T* rows, const T* cols, int s, int slab) {
     constexpr int W = WIDTH - C0 < PART ? WIDTH - C0 : PART;
     constexpr int C0_OFFSET = LoadCols::kRowContig ? C0 / 64 * BK * LINE : C0 * LINE;
-    float (&d)[W / 2] = reinterpret_cast<float (&)[W / 2]>(*(&acc[0][0][0] + C0 / 2));
+    float (&d)[W / 2] = reinterpret_cast<float (&)[W / 2]>(*(&acc[slab][0][0] + C0 / 2));
     wgmma_64xNx16<T, W, LoadRows::kRowContig ? 1 : 0, LoadCols::kRowContig ? 1 : 0>(
         d, descriptor<LoadRows>(rows, s), descriptor<LoadCols>(cols + C0_OFFSET, s));
-    if constexpr (C0 + W < WIDTH) multiply<C0 + W>(rows, cols, s);
+    if constexpr (C0 + W < WIDTH) multiply<C0 + W>(rows, cols, s, slab);
   }
 
   // Every accumulator as f(m, n, v), in the CTA tile's coordinates. Swapped, neighbouring accumulators

@@ -458,6 +458,14 @@ def test_wide_tiles_load_k_of_two_modes_through_the_tma(a, b, d, split, beta):
     assert_matches_einsum(f"{ma},{mb}->{md}", A, B, c, D, 1.5, beta)
 
 
+def f16_operands(rng, a_shape, b_shape, d_shape) -> tuple:
+    """Random C-order f16 A and B on the GPU, C's values on the host and the GPU, and a NaN-poisoned D."""
+    A, B = (cp.asarray(random_values(rng, math.prod(s), "f16").reshape(s).astype(np.float16))
+            for s in (a_shape, b_shape))
+    c = random_values(rng, math.prod(d_shape), "f16").reshape(d_shape).astype(np.float16)
+    return A, B, c, cp.asarray(c), cp.full(d_shape, np.nan, dtype=cp.float16)
+
+
 # (A, B, D as (modes, extents), tile, stages, resident operand, TMA): producers over several tiles whose A or B
 # tile stays resident
 RESIDENT_CASES = [
@@ -488,18 +496,47 @@ def test_producers_keep_a_resident_tile(a, b, d, tile, stages, resident, tma, be
         pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
     from gett.config import KernelConfig, output_tiles
     from gett.launch import launcher
-    rng = np.random.default_rng(26)
     (ma, sa), (mb, sb), (md, sd) = a, b, d
-    A = cp.asarray(random_values(rng, math.prod(sa), "f16").reshape(sa).astype(np.float16))
-    B = cp.asarray(random_values(rng, math.prod(sb), "f16").reshape(sb).astype(np.float16))
-    c = random_values(rng, math.prod(sd), "f16").reshape(sd).astype(np.float16)
-    C, D = cp.asarray(c), cp.full(sd, np.nan, dtype=cp.float16)
+    A, B, c, C, D = f16_operands(np.random.default_rng(26), sa, sb, sd)
     config = KernelConfig("wgmma", *tile, 64, stages, ws=True, persistent=True, resident=resident)
     plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=beta, config=config)
     assert plan.kernel().config == config and (plan.kernel().tma is not None) == tma
     line = -(-plan.n // tile[1]) if resident == "b" else -(-plan.m // tile[0])
     grid = launcher(plan, cp.cuda.Device().id, "cupy")._grid[0]
     assert grid % line == 0 and grid < output_tiles(plan, config) / 1.5, (grid, line)
+    gett.contract(plan, 1.5, A, B, beta, C, D)
+    assert_matches_einsum(f"{ma},{mb}->{md}", A, B, c, D, 1.5, beta)
+
+
+# (A, B, D as (modes, extents), tile, stages, resident operand): math warpgroups taking tiles in turn
+TURN_CASES = [
+    # #15's pattern: TMA, B resident, 160 columns (160 accumulators a thread: the producer's registers), D M-fast
+    (("mk", (20000, 312)), ("nk", (296, 312)), ("nm", (296, 20000)), (128, 160), 5, "b"),
+    # #16's: A resident, cp.async (N's modes b, c not one stride), 128 columns
+    (("km", (296, 312)), ("ckb", (205, 296, 100)), ("cbm", (205, 100, 312)), (128, 128), 5, "a"),
+    # no resident tile, D N-fast (column pairs), M and N past their last tiles, 2 or 3 tiles a CTA
+    (("mk", (5000, 200)), ("kn", (200, 1000)), ("mn", (5000, 1000)), (128, 128), 4, ""),
+    # fewer tiles than CTAs: no CTA's second warpgroup has a tile
+    (("mk", (1000, 96)), ("kn", (96, 700)), ("mn", (1000, 700)), (128, 96), 4, ""),
+]
+
+
+@pytest.mark.parametrize("a,b,d,tile,stages,resident", TURN_CASES,
+                         ids=["b-resident-tma", "a-resident-async", "odd-tiles", "few-tiles"])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_math_warpgroups_take_tiles_in_turn(a, b, d, tile, stages, resident, beta):
+    """Math warpgroups that take a CTA's tiles in turn (KernelConfig.pingpong, kernels/gett.cuh): each holds
+    a whole 128-row tile; they take the stages and the one epilogue tile by turns. A CTA's odd tile count, CTAs
+    whose second warpgroup has no tile, beta != 0 (C read into the shared epilogue tile), M, N and K past
+    their last tiles, a NaN-poisoned D, against numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
+    from gett.config import KernelConfig
+    (ma, sa), (mb, sb), (md, sd) = a, b, d
+    A, B, c, C, D = f16_operands(np.random.default_rng(38), sa, sb, sd)
+    config = KernelConfig("wgmma", *tile, 64, stages, ws=True, persistent=True, resident=resident, pingpong=True)
+    plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=beta, config=config)
+    assert plan.kernel().config == config
     gett.contract(plan, 1.5, A, B, beta, C, D)
     assert_matches_einsum(f"{ma},{mb}->{md}", A, B, c, D, 1.5, beta)
 

@@ -372,13 +372,14 @@ def test_tiles_of_a_few_hundred_columns_take_a_persistent_producer_with_the_fewe
     would apply it alone), where K is split, or where the plan reads C (beta hint 1)."""
     def tile(m, n, k, b_modes, d_dtype="f16", **kw):
         cfg = default_config(gemm(m, n, k, b_modes=b_modes, d_dtype=d_dtype, **kw), "sm_90")
-        return cfg.bm, cfg.bn, cfg.stages, cfg.ws, cfg.persistent, cfg.split_k, cfg.resident
+        return cfg.bm, cfg.bn, cfg.stages, cfg.ws, cfg.persistent, cfg.split_k, cfg.resident + "pp" * cfg.pingpong
     # B's tile for all of K resident where it fits with 5 stages of A, else 4 or 3 (N-major 192 x 320), not with an
-    # f32 D's epilogue tile; A's where M has the fewer tiles, 128 wide for 4 stages of B
+    # f32 D's epilogue tile; A's where M has the fewer tiles, 128 wide with 5 stages of B, the math warpgroups
+    # taking the tiles in turn
     assert tile(92352, 296, 312, "nk") == (128, 160, 5, True, True, 1, "b")
     assert tile(92352, 296, 312, "nk", d_dtype="f32") == (128, 160, 3, True, True, 1, "")
     assert tile(92352, 312, 296, "kn") == (128, 192, 3, True, True, 1, "b")
-    assert tile(312, 92352, 296, "kn") == (128, 128, 4, True, True, 1, "a")
+    assert tile(312, 92352, 296, "kn") == (128, 128, 5, True, True, 1, "app")
     assert tile(92352, 296, 312, "nk", op_a=gett.ops.relu) == (128, 128, 3, False, False, 1, "")
     assert tile(92352, 296, 312, "nk", beta=1.0) == (128, 128, 3, False, False, 1, "")   # C read: two CTAs an SM
     split = tile(312, 296, 92352, "nk")
