@@ -111,13 +111,18 @@ def epilogue_walk(plan, cfg: KernelConfig) -> tuple:
     return m_fast, 1, cfg.bm if m_fast else cfg.bn
 
 
+def partials_m_fast(plan, cfg: KernelConfig) -> bool:
+    """Whether split-K partial sums run along M (where the epilogue walks M plainly), else along N; mirrors
+    gett::Gett::PARTIALS_M_FAST (the TU static_asserts it)."""
+    m_fast, tx, _ = epilogue_walk(plan, cfg)
+    return m_fast and tx == 1
+
+
 def reduce_vector(plan, cfg: KernelConfig) -> int:
     """Partial sums of neighbouring outputs that one thread of reduce_splits adds up: 16 bytes of them along
-    the partials' fast dimension (M where the epilogue walks M plainly, else N) where that extent holds
-    whole vectors, else 1."""
-    m_fast, tx, _ = epilogue_walk(plan, cfg)
+    the partials' fast dimension (:func:`partials_m_fast`) where that extent holds whole vectors, else 1."""
     v = 16 // plan.compute_type.accumulator.itemsize
-    return v if v > 1 and (plan.m if m_fast and tx == 1 else plan.n) % v == 0 else 1
+    return v if v > 1 and (plan.m if partials_m_fast(plan, cfg) else plan.n) % v == 0 else 1
 
 
 def reduce_grid(plan, cfg: KernelConfig) -> tuple:
@@ -486,6 +491,8 @@ extern "C" __global__ void __launch_bounds__({threads}, {ctas_per_sm(plan, cfg) 
 extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {REDUCE_NAME}(
     const Problem::Acc* partials, const Problem::TC* C, Problem::TD* D, Problem::Acc alpha, Problem::Acc beta) {{
   gett::wait_for_prior_kernels();
+  static_assert(Kernel::PARTIALS_M_FAST == {'true' if partials_m_fast(plan, cfg) else 'false'},
+                "host and device disagree on the partials' fast dimension");
   gett::reduce_splits<Problem, OpC, OpOut, Semiring, {cfg.split_k}, Kernel::PARTIALS_M_FAST, {reduce_vector(plan, cfg)}>(
       partials, C, D, alpha, beta);
 }}

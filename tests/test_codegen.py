@@ -197,6 +197,20 @@ def test_reduction_threads_take_16_bytes_of_partials_where_the_fast_extent_allow
         assert reduce_grid(plan, cfg) == (-(-extent * extent // vector // REDUCE_THREADS), 1, 1)
 
 
+@pytest.mark.parametrize("d_modes,m_fast", [("nm", True), ("mn", False)])
+def test_host_and_device_agree_on_the_partials_fast_dimension(d_modes, m_fast):
+    """Split-K partial sums run along D's stride-1 side where that is M's first mode, else along N; the host
+    (codegen.partials_m_fast, which sizes reduce_splits' vectors) and the kernel (Gett::PARTIALS_M_FAST)
+    decide it apart, and the TU static_asserts that they agree (NVRTC would refuse it otherwise)."""
+    from gett.codegen import partials_m_fast
+    D = gett.TensorDescriptor
+    d = D((40, 44), None, "f32") if d_modes == "mn" else D((44, 40), None, "f32")
+    plan = gett.plan_contraction(D((40, 8192), None, "f32"), "mk", D((8192, 44), None, "f32"), "kn", d, d_modes)
+    kernel = build_kernel(plan, "sm_90")
+    assert kernel.config.split_k > 1 and partials_m_fast(plan, kernel.config) == m_fast
+    assert f"Kernel::PARTIALS_M_FAST == {'true' if m_fast else 'false'}" in kernel.source
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("dtype", ["f16", "f32", "f64", "c128"])
 def test_split_k_kernels_compile(arch, dtype):
