@@ -398,9 +398,11 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
         math = f"gett::Mma16Math<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.wm}, {cfg.wn}>"
         header = "math_mma.cuh"
     elif cfg.math == "wgmma":
-        slabs = f"{wgmma_part(cfg, lb) or ', 256'}, {cfg.bm // 64}" if cfg.pingpong else wgmma_part(cfg, lb)
+        # PART where not 256; warpgroups in turn also SLABS: all of the tile's 64-row slabs
+        part = wgmma_part(cfg, lb)
+        part_slabs = f"{part or ', 256'}, {cfg.bm // 64}" if cfg.pingpong else part
         math = (f"gett::WgmmaMath<{d['A'].dtype.ctype}, LoadA, LoadB, {cfg.bm}, {cfg.bn}, {cfg.bk}, "
-                f"{'true' if cfg.swap else 'false'}{slabs}>")
+                f"{'true' if cfg.swap else 'false'}{part_slabs}>")
         header = "math_wgmma.cuh"
     elif cfg.math in ("tf32", "3xtf32"):
         split = "true" if cfg.math == "3xtf32" else "false"
