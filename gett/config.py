@@ -257,25 +257,50 @@ def _persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> KernelConfig:
     (gett.tma.tile_box; the kernel's other conditions: codegen.check_persistent) and its shared memory
     leaves one CTA per SM, which alone would load a tile and store the one before in turn. H100, f16
     (tile_sweep, session 22): #3 ``abcd-dbea-ec`` 576 x 32 x 32 71.6 -> 57.5 us (s2 61.9, s4 57.8), #4
-    ``abcd-deca-be`` 70.2 -> 59.9 (s2 59.2, s4 59.8). Not the 256-row tiles of #6-8 (19 KB, four CTAs an
-    SM already overlap each other's loads and stores): #6 207.9 -> 222.0 us (s2), #7 223.8 -> 252.8, #8
-    180.7 -> 190.2. Where A's tile is copied by cp.async instead and all of K fits one tile, with 2 stages
-    (the next tile's copies in flight while a tile is stored; B's K tile copied once): H100, f16
-    (tile_sweep, session 32, two rounds) #5 ``abcd-ebad-ce`` 256 x 32 x 80 37.8/37.5 -> 35.5/35.2 us."""
+    ``abcd-deca-be`` 70.2 -> 59.9 (s2 59.2, s4 59.8). Where the tile is small enough for two CTAs an SM
+    (N ≤ 32's 256 rows), or A's tile is copied by cp.async over several K tiles, the taller tile of
+    :func:`_skinny_persistent_tile` instead. Where A's tile is copied by cp.async and all of K fits one
+    tile, with 2 stages (the next tile's copies in flight while a tile is stored; B's K tile copied once):
+    H100, f16 (tile_sweep, session 32, two rounds) #5 ``abcd-ebad-ce`` 256 x 32 x 80 37.8/37.5 -> 35.5/35.2 us."""
     from .codegen import check_persistent, shared_bytes, shared_ctas
     from .tma import tile_box
     tiled, a, b = _tiled_layouts(plan, cfg)
-    persistent = replace(cfg, persistent=True, stages=3)
-    box = tile_box(tiled, persistent, a, arch)
+    box = tile_box(tiled, replace(cfg, persistent=True, stages=3), a, arch)
     if box is None and plan.k <= cfg.bk:   # A copied by cp.async, if check_persistent allows it
         persistent = replace(cfg, persistent=True, stages=2)
-    elif box is None or shared_ctas(shared_bytes(tiled, cfg, a, b, a_box=True)) >= 2:
-        return cfg
+    elif box is not None and shared_ctas(shared_bytes(tiled, cfg, a, b, a_box=True)) < 2:
+        persistent = replace(cfg, persistent=True, stages=3)
+    else:   # two CTAs an SM, or A's K tiles copied by cp.async: a taller tile where N ≤ 32
+        persistent = _skinny_persistent_tile(plan, cfg, arch)
+        if persistent is None:
+            return cfg
+        tiled, a, b = _tiled_layouts(plan, persistent)
+        box = tile_box(tiled, persistent, a, arch)
     try:
         check_persistent(tiled, persistent, box, a, b)
     except ValueError:
         return cfg
     return persistent
+
+
+def _skinny_persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> KernelConfig | None:
+    """For N ≤ 32 and a long M (:func:`_memory_bound_tile`'s 256 rows, two or more CTAs an SM), on sm_90
+    where it was measured (the tuner's neighbourhood, around the arch-free heuristic, keeps the 256 rows): a
+    tile tall enough for one CTA an SM over several tiles, or None. K within two 32-deep tiles: 768 rows in
+    12 warps of 64 x 32, 2 stages; a longer K: 384 rows in 12 warps of 32 x 32, 3 stages.
+    H100, f16 (tile_sweep, session 39, two rounds; the 256-row tiles not persistent, as session 22 found
+    them slower so): #6 ``abcde-efbad-cf`` 204.4 -> 116.1/116.8 us (32 x 32 warps 113.1), #7
+    ``abcde-ecbfa-fd`` (K = 48) 212.1 -> 159.6/160.6 (32 x 32 warps 177.4; 48 deep 175.3), #8 177.6 ->
+    105.7/105.9, #1 ``abc-bda-dc`` (K = 312) 45.4 -> 37.0 (768 rows 46.4), #2 ``abc-dca-bd`` 36.9 -> 33.9
+    (its database entry, 256 x 32 x 64, 31.9); 512 rows and 384 rows at 2 stages lost on #6-8. Not where A or
+    B has an op or the plan reads C (the fusion benchmark's leaky ReLU on A, B and C, beta = 1: #6 282.2 ->
+    280.0 us, #7 318.5 -> 345.7, #8 255.6 -> 276.2), as for config._producer_tile."""
+    if not has_wgmma(arch) or loads_have_ops(plan) or plan.beta_hint \
+            or not (cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536):
+        return None
+    if plan.k <= 2 * 32:
+        return replace(cfg, bm=768, bk=32, wm=64, wn=32, stages=2, persistent=True)
+    return replace(cfg, bm=384, bk=32, wm=32, wn=32, stages=3, persistent=True)
 
 
 def has_wgmma(arch: str | None) -> bool:

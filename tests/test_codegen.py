@@ -500,9 +500,9 @@ def test_heuristic_uses_wgmma_only_on_hopper_for_large_gemms():
 
 
 def test_heuristic_tiles_for_memory_bound_tccg_shapes():
-    """Measured choices (benchmarks/tile_sweep.py): 256 rows for N = 24 with a long M (#6), 576 where
-    that M is boxed and 256 rows would leave 8 x 8 boxes of 72-element modes (#3, #4: 24 x 24), not
-    with K = 312 (#1), 192 rows
+    """Measured choices (benchmarks/tile_sweep.py): for N = 24 with a long M, 576 rows where that M is
+    boxed and 256 rows would leave 8 x 8 boxes of 72-element modes (#3, #4: 24 x 24), else one CTA an SM
+    over several tiles, 768 rows where K fits two 32-deep tiles (#6-8), 384 where it is longer (#1, #2), 192 rows
     where D's stride-1 mode has an extent of 24 (#31), plain 128x128 where D runs are long (#33), one
     tile row for M = 72 (#9-11: with A K-major, M is the wgmma instruction's width), wgmma with a
     producer over several tiles where N or M is in the hundreds (#15-18), one tile a CTA where K is split (#13)."""
@@ -510,16 +510,20 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
 
     def config(i):
         return default_config(tccg_plan(i), "sm_90")
-    assert (config(6).bm, config(6).bn) == (256, 32)
-    assert (config(3).bm, config(4).bm, config(1).bm, config(5).bm) == (576, 576, 256, 256)
-    assert (config(6).bk, config(7).bk) == (32, 48)   # K = 48 (#7) in one K tile
+    assert (config(3).bm, config(4).bm, config(1).bm, config(5).bm) == (576, 576, 384, 256)
     # K = 72 in one tile of 80 where A is K-major (#5), not in #3/#4's TMA boxes (K's tile inside K)
     assert (config(5).bk, config(3).bk, config(4).bk) == (80, 32, 32)
-    # the 576-row box tiles (one CTA per SM) run several tiles a CTA on sm_90; #6-8 (four CTAs an SM) do not;
-    # #5's A tile, copied by cp.async, does with 2 stages, all of K in one tile; #1/#2 (K in several) do not
+    # the 576-row box tiles (one CTA per SM) run several tiles a CTA on sm_90; #5's A tile, copied by
+    # cp.async, does with 2 stages, all of K in one tile
     assert config(3).persistent and config(4).persistent and config(3).stages == 3
     assert config(5).persistent and config(5).stages == 2
-    assert not any(config(i).persistent for i in (1, 2, 6, 7, 8))
+    # 256 rows would leave two CTAs an SM (#6-8's boxes) or A's K tiles copied by cp.async (#1/#2): taller
+    # tiles over several tiles a CTA instead, 768 rows of 64 x 32 warps in 2 stages where K fits two 32-deep
+    # tiles (#7: K = 48), else 384 rows of 32 x 32 warps in 3
+    for i in (6, 7, 8):
+        assert config(i) == KernelConfig("mma16", 768, 32, 32, 2, wm=64, wn=32, persistent=True), i
+    for i in (1, 2):
+        assert config(i) == KernelConfig("mma16", 384, 32, 32, 3, wm=32, wn=32, persistent=True), i
     assert (config(31).bm, config(31).bn) == (192, 128)
     assert (config(32).bm, config(32).bn) == (128, 192)   # D's run of 24 lies in N there
     assert (config(33).bm, config(33).bn) == (128, 128)
@@ -721,7 +725,7 @@ def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
     from gett.kernel import CAPPED_SPILL_BYTES, compile_source, kernel_source
 
     plan_of = tccg_plan
-    for i, ctas in ((31, 2), (32, 2), (36, 3), (6, 2), (12, 1), (15, 1)):
+    for i, ctas in ((31, 2), (32, 2), (36, 3), (12, 1), (15, 1)):
         plan = plan_of(i)
         cfg = default_config(plan, "sm_90")
         assert ctas_per_sm(plan, cfg) == ctas, (i, cfg.key())
@@ -735,6 +739,7 @@ def test_single_k_tile_kernels_ask_for_more_ctas_per_sm():
                 assert r.spill_stores == 0 and r.spill_loads == 0, r
                 capped = compile_source(kernel_source(plan, "sm_90", cfg), "sm_90").report
                 assert max(capped.spill_stores, capped.spill_loads) > CAPPED_SPILL_BYTES, capped
+    assert ctas_per_sm(plan_of(6), KernelConfig("mma16", 256, 32, 32, 3, wm=32, wn=32)) == 2   # a fused #6's tile
     leaky = gett.ops.leaky_relu(0.01)
     fused = tccg_plan(5, op_a=leaky, op_b=leaky)
     k = build_kernel(fused, "sm_90", default_config(fused, "sm_90"))
