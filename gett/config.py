@@ -366,7 +366,7 @@ def _producer_tile(plan) -> KernelConfig | None:
     from .codegen import shared_bytes, shared_ctas
     if loads_have_ops(plan) or plan.beta_hint:   # (no hint: the common beta = 0 is worth more)
         return None
-    widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig)
+    widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig, plan.n)
     cfg = replace(_WGMMA_128X128, bn=_fewest_columns(plan, widths), ws=True, persistent=True)
     tiled, a, b = _tiled_layouts(plan, cfg)
     if not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
@@ -389,9 +389,11 @@ def _producer_tile(plan) -> KernelConfig | None:
     return next((c for c in candidates if fits(c)), None)
 
 
-def _producer_widths(k_major_b: bool) -> list:
-    """The widths a producer tile takes: WGMMA_N from 128, for an N-major B whole 64-column atoms."""
-    return [w for w in WGMMA_N if w >= 128 and (k_major_b or w % 64 == 0)]
+def _producer_widths(k_major_b: bool, n: int = 128) -> list:
+    """The widths a producer tile takes: WGMMA_N from 128 (from N rounded up to 16 where N is shorter), for
+    an N-major B whole 64-column atoms."""
+    least = min(128, round_up(n, 16))
+    return [w for w in WGMMA_N if w >= least and (k_major_b or w % 64 == 0)]
 
 
 def _fewest_columns(plan, widths) -> int:
@@ -552,6 +554,13 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
     m, n = plan.m, plan.n
     if path == "mma16" and has_wgmma(arch) and m >= 128 and n >= 128 and plan.k >= 256:
         cfg = _wgmma_tile(plan)
+        if cfg is not None:
+            return cfg
+    if path == "mma16" and has_wgmma(arch) and m >= 128 and 64 < n < 128 and plan.k >= 256 \
+            and not _scalar_staging(plan, _WGMMA_128X128):
+        # N short of 128: the producer tile as wide as N rounded up to 16, where it has one (H100, tile_sweep,
+        # session 39: #19 ``abc-adec-ebd`` (N = 72) 128 x 80 s4 k3 33.2 us against mma.sync 128 x 128 k6's 40.7)
+        cfg = _producer_tile(plan)
         if cfg is not None:
             return cfg
     if path == "mma16":

@@ -505,7 +505,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     over several tiles, 768 rows where K fits two 32-deep tiles (#6-8), 384 where it is longer (#1, #2), 192 rows
     where D's stride-1 mode has an extent of 24 (#31), plain 128x128 where D runs are long (#33), one
     tile row for M = 72 (#9-11: with A K-major, M is the wgmma instruction's width), wgmma with a
-    producer over several tiles where N or M is in the hundreds (#15-18), one tile a CTA where K is split (#13)."""
+    producer over several tiles where N or M is in the hundreds (#15-18), one tile a CTA where K is split (#13),
+    80 wide where N = 72 (#19)."""
     from tccg_suite.suite import select
 
     def config(i):
@@ -539,6 +540,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
                      17: (128, 192, 3, True, True, "b", False), 18: (128, 160, 5, True, True, "b", False)}
     # K split (312 x 296 outputs, K = 92352): the same producer tile one tile a CTA, 6 tiles x 22 = 132 CTAs
     assert config(13) == KernelConfig("wgmma", 128, 160, 64, 4, ws=True, split_k=22)
+    # N = 72 (#19): the producer tile as wide as N rounded up to 16, K split over the CTAs two an SM hold
+    assert config(19) == KernelConfig("wgmma", 128, 80, 64, 4, ws=True, split_k=6)
     for i in (9, 10, 11):   # M = 72 in one tile: wgmma 72 (swapped) x 128 on Hopper, else mma.sync 96 x 128
         assert config(i) == KernelConfig("wgmma", 72, 128, 64, 3, swap=True) and config(i).threads == 256
         c = select([i])[0]

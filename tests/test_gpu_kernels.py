@@ -541,33 +541,45 @@ def test_math_warpgroups_take_tiles_in_turn(a, b, d, tile, stages, resident, bet
     assert_matches_einsum(f"{ma},{mb}->{md}", A, B, c, D, 1.5, beta)
 
 
-# (A, B, D as (modes, extents; C order), the heuristic's rows, stages and warp rows): N <= 32 with a long M
-SKINNY_CASES = [
+def _tall(rows, stages, warp_rows):
+    from gett.config import KernelConfig
+    return KernelConfig("mma16", rows, 32, 32, stages, wm=warp_rows, wn=32, persistent=True)
+
+
+# (A, B, D as (modes, extents; C order), the heuristic's configuration on sm_90): N <= 32 with a long M (tall
+# tiles over several tiles a CTA), N short of 128 (a producer tile as wide as N rounded up to 16)
+HEURISTIC_CASES = [
     # TCCG #6's pattern at a 16th of its M: A's tile a box of M's modes; K = 40 in two 32-deep tiles, N = 20
-    (("dabfe", (16, 24, 16, 40, 24)), ("fc", (40, 20)), ("edcba", (24, 16, 20, 16, 24)), 768, 2, 64),
+    (("dabfe", (16, 24, 16, 40, 24)), ("fc", (40, 20)), ("edcba", (24, 16, 20, 16, 24)), _tall(768, 2, 64)),
     # #7's: K = 48 (two K tiles), N = 24
-    (("afbce", (24, 48, 16, 16, 24)), ("df", (24, 48)), ("edcba", (24, 24, 16, 16, 24)), 768, 2, 64),
+    (("afbce", (24, 48, 16, 16, 24)), ("df", (24, 48)), ("edcba", (24, 24, 16, 16, 24)), _tall(768, 2, 64)),
     # A K-major, copied by cp.async over 7 K tiles (K = 200: the last 8 deep); M past its last tile
-    (("mk", (70001, 200)), ("kn", (200, 24)), ("mn", (70001, 24)), 384, 3, 32),
+    (("mk", (70001, 200)), ("kn", (200, 24)), ("mn", (70001, 24)), _tall(384, 3, 32)),
     # M of two modes, K = 100
-    (("abk", (301, 233, 100)), ("kn", (100, 24)), ("abn", (301, 233, 24)), 384, 3, 32),
+    (("abk", (301, 233, 100)), ("kn", (100, 24)), ("abn", (301, 233, 24)), _tall(384, 3, 32)),
+    # #19's pattern (N = 72: 80 wide, K split in 3), smaller: M past its last tile, K = 1500 (the last K tile 28 deep)
+    (("ceda", (40, 30, 50, 70)), ("dbe", (50, 72, 30)), ("cba", (40, 72, 70)), None),
 ]
 
 
-@pytest.mark.parametrize("a,b,d,rows,stages,warp_rows", SKINNY_CASES, ids=["tccg6", "tccg7", "k-major", "two-modes"])
+@pytest.mark.parametrize("a,b,d,expected", HEURISTIC_CASES,
+                         ids=["tccg6", "tccg7", "k-major", "two-modes", "tccg19"])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
-def test_the_heuristics_tall_tiles_for_skinny_n(a, b, d, rows, stages, warp_rows, beta):
-    """N <= 32 with a long M: the heuristic's mma.sync tile (config._skinny_persistent_tile), 768 or 384 rows by
-    32 over several tiles a CTA, as planned without a configuration for beta = 0 (a plan reading C keeps the
-    shorter tile: the same tile asked for); M and K past their last tiles, a NaN-poisoned D, against numpy in
-    float64."""
+def test_the_heuristics_tiles_for_skinny_and_narrow_n(a, b, d, expected, beta):
+    """The heuristic's tiles for N <= 32 with a long M (config._skinny_persistent_tile: 768 or 384 rows by 32
+    over several tiles a CTA) and for N short of 128 (a wgmma producer tile 80 wide for N = 72, K split), as
+    planned without a configuration for beta = 0 (a plan reading C keeps the shorter tall tile: the same tile
+    asked for); M and K past their last tiles, a NaN-poisoned D, against numpy in float64."""
     from gett.config import KernelConfig
+    if expected is None:
+        expected = KernelConfig("wgmma", 128, 80, 64, 4, ws=True, split_k=3)
     (ma, sa), (mb, sb), (md, sd) = a, b, d
     A, B, c, C, D = f16_operands(np.random.default_rng(39), sa, sb, sd)
-    tall = KernelConfig("mma16", rows, 32, 32, stages, wm=warp_rows, wn=32, persistent=True)
-    plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=beta, config=tall if beta else None)
-    if cp.cuda.Device().compute_capability == "90":   # (elsewhere the plan database and the arch may differ)
-        assert plan.kernel().config == tall
+    on_hopper = cp.cuda.Device().compute_capability == "90"
+    plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=beta,
+                                 config=expected if beta and on_hopper else None)
+    if on_hopper:   # (elsewhere the plan database and the arch may differ)
+        assert plan.kernel().config == expected
     gett.contract(plan, 1.5, A, B, beta, C, D)
     assert_matches_einsum(f"{ma},{mb}->{md}", A, B, c, D, 1.5, beta)
 
