@@ -559,7 +559,8 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
     if path == "mma16" and has_wgmma(arch) and m >= 128 and 64 < n < 128 and plan.k >= 256 \
             and not _scalar_staging(plan, _WGMMA_128X128):
         # N short of 128: the producer tile as wide as N rounded up to 16, where it has one (H100, tile_sweep,
-        # session 39: #19 ``abc-adec-ebd`` (N = 72) 128 x 80 s4 k3 33.2 us against mma.sync 128 x 128 k6's 40.7)
+        # session 39, two rounds: #19 ``abc-adec-ebd`` (N = 72) 128 x 80 s4 k6 35.9/35.8 us against mma.sync
+        # 128 x 128 k6's 40.1/39.6; 72 wide 36.5/37.2)
         cfg = _producer_tile(plan)
         if cfg is not None:
             return cfg
