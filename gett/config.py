@@ -461,7 +461,8 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       tile_sweep --leaky: #2 ``abc-dca-bd`` (K = 312) 256 x 32 x 64 s3 45.0 us (28 B of spills),
       128 x 32 x 64 s3 42.3, s4 46.1 (a stage more of shared memory); #5 ``abcd-ebad-ce`` (K = 72: 128
       positions transformed 64 deep, 96 at 32) 256 x 32 x 64 s3 64.4 us, 256 x 32 x 32 s3 59.7,
-      128 x 32 x 32 s3 62.5, s4 57.8."""
+      128 x 32 x 32 s3 62.5, s4 57.8. Warps of 64 x 64 over all of K in one tile become 64 x 32 (#31-48
+      with leaky ReLU on A, B and C, session 39: 96-99 us against 81)."""
     cfg = replace(cfg, persistent=cfg.persistent and not cfg.ws)   # the ws branches below drop the producer
     if cfg.bn in WGMMA_WIDE_N:   # a wide tile loads by TMA (its B K-major): _producer_tile's width instead
         cfg = replace(cfg, bn=_fewest_columns(plan, _producer_widths(k_major_b=True)))
@@ -479,6 +480,8 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
         cfg = replace(cfg, persistent=False)   # the tile may change below, and then be no TMA box of A
         if cfg.bk == 64 and round_up(plan.k, 32) < round_up(plan.k, 64):
             cfg = replace(cfg, bk=32)
+        if cfg.wm == cfg.wn == 64 and plan.k <= cfg.bk:   # the op pass spills 64 x 64 warps (_tile_config)
+            cfg = replace(cfg, wn=32)
         if cfg.bm == 256:
             cfg = replace(cfg, bm=128)
             if -(-plan.k // cfg.bk) <= cfg.stages:
@@ -591,7 +594,17 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
             return KernelConfig(path, 96, 128, 32, 4, wm=32, wn=64)
         if scalar == 0 and 32 < m <= 64 and plan.k <= 128:
             return KernelConfig(path, 64, 64, 32, 4, wm=32, wn=32)   # short M and K: +40% on #9 (M = 72 then)
-        return _memory_bound_tile(plan, cfg)
+        cfg = _memory_bound_tile(plan, cfg)
+        if has_wgmma(arch) and scalar == 0 and cfg.bm == cfg.bn == 128 and cfg.wn == 32 and plan.k <= cfg.bk \
+                and not (loads_have_ops(plan) or plan.beta_hint):
+            # all of K in one tile: 4 warps of 64 x 64, whose 165 registers a thread ptxas fits under the cap
+            # for 3 CTAs an SM without the 64 x 32 warps' spills (H100 (sm_90, where measured), tile_sweep,
+            # session 39, two rounds: #40 ``abcdef-gdab-efgc`` 37.2/37.2 -> 30.6/30.9 us, #43 37.3/37.4 ->
+            # 31.0/31.2, #46 37.6/37.3 -> 30.3/30.3, #33 33.3/33.5 -> 31.7/31.9, #36 33.6/33.8 -> 32.4/32.1,
+            # #39 33.2/33.2 -> 31.9/31.7). Not with ops on A or B or a read of C: their registers spill these
+            # warps (fusion.py's leaky ReLU on A, B, C, beta = 1: #33 81.0 -> 96.0 us, #40 80.9 -> 97.3)
+            cfg = replace(cfg, wn=64)
+        return cfg
     if path in ("tf32", "3xtf32"):
         bm, bn = fit_tile(m, (32, 64, 128)), fit_tile(n, (32, 64, 128))
         wm = 64 if bm == 128 and bn == 128 else 32

@@ -528,6 +528,9 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     assert (config(31).bm, config(31).bn) == (192, 128)
     assert (config(32).bm, config(32).bn) == (128, 192)   # D's run of 24 lies in N there
     assert (config(33).bm, config(33).bn) == (128, 128)
+    # all of K (24) in one tile: 4 warps of 64 x 64 (no spills under the register cap of 3 CTAs an SM); the tiles
+    # of 192 keep 64 x 32 warps (#31-48, session 39)
+    assert all(config(i).wn == 64 for i in (33, 36, 39, 40, 43, 46)) and config(31).wn == config(32).wn == 32
     assert config(12).math == "wgmma" and (config(12).bm, config(12).bn) == (192, 216)   # B K-major: see test_tma
     # N or M in the hundreds: 128 rows, a producer over several tiles, the narrowest width of the fewest
     # column tiles (N = 296, B K-major: 160; N = 312, B N-major: 192); the tile for all of K of the operand
