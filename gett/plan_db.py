@@ -244,13 +244,13 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
     elementwise ops the same two look-ups for the plan without them (an op changes the work per element
     loaded, not which tile suits the shape; but where A or B has an op, the borrowed tile is adapted to
-    it: see config.for_load_ops); None without one. A plan that reads C passes over entries of CTAs over
-    several tiles tuned without reading C (_waits_for_c)."""
+    it: see config.for_load_ops); None without one. A plan that reads C passes over some entries tuned
+    without reading C (_unfit_for_reading_c)."""
     arch = _arch(arch)
     entries, families = _database(arch)
 
     def usable(e: Entry | None) -> Entry | None:
-        return None if e is None or _waits_for_c(plan, e) else e
+        return None if e is None or _unfit_for_reading_c(plan, e) else e
     hit = usable(entries.get(plan_key(plan, arch)))
     if hit is not None or exact:
         return None if hit is None else hit.config
@@ -269,14 +269,20 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     return config
 
 
-def _waits_for_c(plan, entry: Entry) -> bool:
-    """Whether ``entry`` has CTAs over several tiles (persistent: a producer warpgroup's, or mma.sync box
-    tiles') tuned for a plan that did not read C, and ``plan`` reads C: the heuristic never pairs a
-    producer with C (config._producer_tile: one CTA an SM waits for C in every epilogue), so such a plan
-    takes the heuristic's tile instead. H100, fusion.py (beta = 1): TCCG #10/#11 with the entry of #10
-    (tuned with beta = 0) 0.0807/0.0752 -> 0.0928/0.0820 ms, with leaky ReLU on A, B and C 0.0866/0.0825 ->
-    0.1188/0.1128. The 768-row box tiles of #6/#8 (one CTA an SM too) were not measured reading C."""
-    return bool(plan.beta_hint) and entry.config.persistent and not entry.reads_c
+def _unfit_for_reading_c(plan, entry: Entry) -> bool:
+    """Whether ``entry`` was tuned for a plan that did not read C, ``plan`` reads C, and the entry's kernel
+    is one the heuristic keeps from plans that read C, which then take the heuristic's tile instead:
+    - CTAs over several tiles (persistent: a producer warpgroup's, or mma.sync box tiles'): one CTA an SM
+      waits for C in every epilogue (config._producer_tile). H100, fusion.py (beta = 1): TCCG #10/#11 with
+      the entry of #10 (tuned with beta = 0) 0.0807/0.0752 -> 0.0928/0.0820 ms, with leaky ReLU on A, B and
+      C 0.0866/0.0825 -> 0.1188/0.1128. The 768-row box tiles of #6/#8 were not measured reading C.
+    - mma.sync warps of 64 x 64 over all of K in one tile (config._tile_config): reading C takes them past
+      their registers. H100, fusion.py's plans without ops (beta = 1), session 39: #32/#38 with #32's
+      entry 105.8/105.2 us against 81.9/81.1 on the heuristic's 128 x 192 (session 35)."""
+    if not plan.beta_hint or entry.reads_c:
+        return False
+    c = entry.config
+    return c.persistent or (c.math == "mma16" and c.wm == c.wn == 64 and plan.k <= c.bk)
 
 
 @contextlib.contextmanager

@@ -202,6 +202,22 @@ def test_a_plan_that_reads_c_takes_no_box_tiles_over_several_tiles_tuned_without
     assert plan_db.lookup(plan(1.0), ARCH) is None
 
 
+def test_a_plan_that_reads_c_takes_no_wide_warps_over_one_k_tile_tuned_without():
+    """Likewise an entry of mma.sync warps of 64 x 64 over all of K in one tile (TCCG #32's, K = 24) tuned
+    without reading C: reading C takes them past their registers, so such a plan takes the heuristic's; the same
+    warps over several K tiles serve it."""
+    wide = KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=64)
+    d = gett.TensorDescriptor
+
+    def plan(beta, k=24):
+        return gett.plan_contraction(d((6144, k), None, "f16"), "mk", d((k, 4096), None, "f16"), "kn",
+                                     d((6144, 4096), None, "f16"), "mn", beta=beta)
+    plan_db.record(plan(0.0), ARCH, wide, 1.0)
+    assert plan_db.lookup(plan(0.0), ARCH) == wide and plan_db.lookup(plan(1.0), ARCH) is None
+    plan_db.record(plan(0.0, k=200), ARCH, wide, 1.0)
+    assert plan_db.lookup(plan(1.0, k=200), ARCH) == wide
+
+
 def test_near_identical_shapes_reuse_an_entry_within_a_factor_of_2():
     plan_db.record(plan_of(256, 256, 256), ARCH, ODD, 1.0)
     assert plan_db.lookup(plan_of(300, 200, 400), ARCH) == ODD
