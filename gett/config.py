@@ -295,8 +295,7 @@ def _skinny_persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> Kernel
     (its database entry, 256 x 32 x 64, 31.9); 512 rows and 384 rows at 2 stages lost on #6-8. Not where A or
     B has an op or the plan reads C (the fusion benchmark's leaky ReLU on A, B and C, beta = 1: #6 282.2 ->
     280.0 us, #7 318.5 -> 345.7, #8 255.6 -> 276.2), as for config._producer_tile."""
-    if not has_wgmma(arch) or loads_have_ops(plan) or plan.beta_hint \
-            or not (cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536):
+    if not has_wgmma(arch) or _ops_or_reads_c(plan) or not (cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536):
         return None
     if plan.k <= 2 * 32:
         return replace(cfg, bm=768, bk=32, wm=64, wn=32, stages=2, persistent=True)
@@ -364,7 +363,7 @@ def _producer_tile(plan) -> KernelConfig | None:
     stages: #16 61.0-61.7 -> 56.6-57.3 us (4 stages 58.8-59.0, 6 58.2-58.6; session 38). #15's resident B in
     turn (128 x 160 s5) measured 47.6-48.1 against 48.1-48.9, so B's keep both warpgroups on one tile."""
     from .codegen import shared_bytes, shared_ctas
-    if loads_have_ops(plan) or plan.beta_hint:   # (no hint: the common beta = 0 is worth more)
+    if _ops_or_reads_c(plan):
         return None
     widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig, plan.n)
     cfg = replace(_WGMMA_128X128, bn=_fewest_columns(plan, widths), ws=True, persistent=True)
@@ -480,7 +479,7 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
         cfg = replace(cfg, persistent=False)   # the tile may change below, and then be no TMA box of A
         if cfg.bk == 64 and round_up(plan.k, 32) < round_up(plan.k, 64):
             cfg = replace(cfg, bk=32)
-        if cfg.wm == cfg.wn == 64 and plan.k <= cfg.bk:   # the op pass spills 64 x 64 warps (_tile_config)
+        if wide_warps_over_one_k_tile(plan, cfg):   # the op pass would spill them
             cfg = replace(cfg, wn=32)
         if cfg.bm == 256:
             cfg = replace(cfg, bm=128)
@@ -494,6 +493,19 @@ def loads_have_ops(plan) -> bool:
     """Whether A or B has an elementwise op: then no producer warpgroup (ws), which would apply it alone
     (measured slower, see _wgmma_tile)."""
     return plan.ops.op_a is not None or plan.ops.op_b is not None
+
+
+def _ops_or_reads_c(plan) -> bool:
+    """Whether ``plan`` has an op on A or B or reads C (its beta hint not 0; no hint: the common beta = 0 is
+    worth more): the tiles measured faster without them (a producer over several tiles, the tall and the
+    64 x 64-warp mma.sync tiles) are kept from such plans."""
+    return loads_have_ops(plan) or bool(plan.beta_hint)
+
+
+def wide_warps_over_one_k_tile(plan, cfg: KernelConfig) -> bool:
+    """Whether ``cfg`` has mma.sync warps of 64 x 64 over all of ``plan``'s K in one tile (_tile_config):
+    they fit the registers of 3 CTAs an SM with none to spare for an op pass or a read of C."""
+    return cfg.math == "mma16" and cfg.wm == cfg.wn == 64 and plan.k <= cfg.bk
 
 
 def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
@@ -595,15 +607,16 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
         if scalar == 0 and 32 < m <= 64 and plan.k <= 128:
             return KernelConfig(path, 64, 64, 32, 4, wm=32, wn=32)   # short M and K: +40% on #9 (M = 72 then)
         cfg = _memory_bound_tile(plan, cfg)
-        if has_wgmma(arch) and scalar == 0 and cfg.bm == cfg.bn == 128 and cfg.wn == 32 and plan.k <= cfg.bk \
-                and not (loads_have_ops(plan) or plan.beta_hint):
+        wide = replace(cfg, wn=64)
+        if has_wgmma(arch) and scalar == 0 and cfg.bm == cfg.bn == 128 and wide_warps_over_one_k_tile(plan, wide) \
+                and not _ops_or_reads_c(plan):
             # all of K in one tile: 4 warps of 64 x 64, whose 165 registers a thread ptxas fits under the cap
             # for 3 CTAs an SM without the 64 x 32 warps' spills (H100 (sm_90, where measured), tile_sweep,
             # session 39, two rounds: #40 ``abcdef-gdab-efgc`` 37.2/37.2 -> 30.6/30.9 us, #43 37.3/37.4 ->
             # 31.0/31.2, #46 37.6/37.3 -> 30.3/30.3, #33 33.3/33.5 -> 31.7/31.9, #36 33.6/33.8 -> 32.4/32.1,
             # #39 33.2/33.2 -> 31.9/31.7). Not with ops on A or B or a read of C: their registers spill these
             # warps (fusion.py's leaky ReLU on A, B, C, beta = 1: #33 81.0 -> 96.0 us, #40 80.9 -> 97.3)
-            cfg = replace(cfg, wn=64)
+            cfg = wide
         return cfg
     if path in ("tf32", "3xtf32"):
         bm, bn = fit_tile(m, (32, 64, 128)), fit_tile(n, (32, 64, 128))

@@ -40,7 +40,7 @@ import warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from .config import KernelConfig, for_load_ops, loads_have_ops
+from .config import KernelConfig, for_load_ops, loads_have_ops, wide_warps_over_one_k_tile
 from .modes import GROUPS
 
 __all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "plan_key", "record",
@@ -281,8 +281,7 @@ def _unfit_for_reading_c(plan, entry: Entry) -> bool:
       entry 105.8/105.2 us against 81.9/81.1 on the heuristic's 128 x 192 (session 35)."""
     if not plan.beta_hint or entry.reads_c:
         return False
-    c = entry.config
-    return c.persistent or (c.math == "mma16" and c.wm == c.wn == 64 and plan.k <= c.bk)
+    return entry.config.persistent or wide_warps_over_one_k_tile(plan, entry.config)
 
 
 @contextlib.contextmanager
