@@ -44,6 +44,13 @@ __device__ __forceinline__ V load_global(const V* gmem) {
 // Starts moving the line holding `gmem` into L2, for a later read to find it there.
 __device__ __forceinline__ void prefetch_l2(const void* gmem) { asm volatile("prefetch.L2 [%0];\n" ::"l"(gmem)); }
 
+// Drops the 128-byte line at `gmem` (128-byte aligned) from L2 without writing it back: for scratch data
+// read for the last time, whose write-back would only take DRAM bandwidth from later work. Its contents
+// become indeterminate.
+__device__ __forceinline__ void discard_l2_line(const void* gmem) {
+  asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(gmem) : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int PENDING>
