@@ -955,9 +955,10 @@ __device__ __forceinline__ void reduce_splits(const typename P::Acc* __restrict_
   static_assert(fast % V == 0, "whole vectors along the fast dimension");
   const Vector* parts = reinterpret_cast<const Vector*>(partials);
   const bool read_c = !(beta == zero<Acc>());
-  // each split's partials start on a line, and a warp's vectors (threads in warps, grid-stride rounds of
-  // whole warps) fill whole lines
+  // each split's partials start on a line (where the allocator's block does), and a warp's vectors (threads
+  // in warps, grid-stride rounds of whole warps) fill whole lines
   constexpr bool DISCARD = total * sizeof(Acc) % 128 == 0 && 32 * sizeof(Vector) % 128 == 0;
+  const bool lines = reinterpret_cast<unsigned long long>(partials) % 128 == 0;
   for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total / V;
        e += (long long)gridDim.x * blockDim.x) {
     // up to 32 loads in flight at once (a chain of 4 at a time was latency-bound), added in split order
@@ -978,7 +979,7 @@ __device__ __forceinline__ void reduce_splits(const typename P::Acc* __restrict_
     // session 41); the warp's 32 vectors of each split make whole lines where DISCARD holds.
     if constexpr (DISCARD) {
       const long long e0 = e - (threadIdx.x & 31);
-      if (e0 + 32 <= total / V) {   // every lane of the warp took part in this round
+      if (lines && e0 + 32 <= total / V) {   // every lane of the warp took part in this round
         __syncwarp();
         constexpr int LINES = 32 * (int)sizeof(Vector) / 128;
         const char* first = reinterpret_cast<const char*>(parts + e0);

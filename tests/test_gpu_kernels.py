@@ -1143,3 +1143,34 @@ def test_split_k_partials_dropped_from_l2_are_written_again_by_the_next_call(dty
     D.fill(np.nan)
     gett.contract(plan, 1.0, cp.asarray(a), cp.asarray(b), 0.0, D)
     assert np.array_equal(cp.asnumpy(D), results[1])
+
+
+def test_split_k_partials_off_a_line_are_kept_in_l2():
+    """Partials whose block does not start on a 128-byte line (an allocator handing out blocks 16 bytes past
+    one) are added up as ever and not dropped from L2 (the discard needs whole lines): right results, twice."""
+    rng = np.random.default_rng(42)
+    A = cp.asarray(rng.standard_normal((40, 6000)).astype(np.float32))
+    B = cp.asarray(rng.standard_normal((6000, 48)).astype(np.float32))
+    D = cp.full((40, 48), np.nan, dtype=np.float32)
+    plan = gett.plan_contraction(A, "mk", B, "kn", D, "mn")
+    assert plan.kernel().config.split_k > 1
+    pool = cp.get_default_memory_pool()
+    shifted = []
+
+    def off_a_line(size):
+        block = pool.malloc(size + 256)
+        pointer = cp.cuda.MemoryPointer(block.mem, block.ptr - block.mem.ptr + 16)
+        shifted.append(pointer.ptr % 128)
+        return pointer
+
+    cp.cuda.set_allocator(off_a_line)
+    try:
+        for _ in range(2):
+            D.fill(np.nan)
+            gett.contract(plan, 1.0, A, B, 0.0, D)
+            cp.cuda.Device().synchronize()
+            assert_close(cp.asnumpy(D).astype(np.float64),
+                         cp.asnumpy(A).astype(np.float64) @ cp.asnumpy(B).astype(np.float64), 1e-5)
+    finally:
+        cp.cuda.set_allocator(pool.malloc)
+    assert shifted and all(offset == 16 for offset in shifted)
