@@ -943,7 +943,8 @@ struct Gett {
 // fast dimension (M_FAST: m, as the kernel laid them out where D's stride-1 mode is M's first mode; else
 // n), one V-vector load a split (H100, session 37: f16 #19 ~4 us faster than an element a thread). Along
 // that dimension D's writes are whole sectors too (#19 ``abc-adec-ebd`` 11.9 -> 5.9 us, ncu). The host
-// (gett.codegen.reduce_vector) has checked that V divides the fast extent.
+// (gett.codegen.reduce_vector) has checked that V divides the fast extent. Afterwards the partials are
+// indeterminate: their lines are dropped from L2 unwritten (DISCARD below).
 template <class P, class OpC, class OpOut, class Semiring, int SPLIT, bool M_FAST, int V = 1>
 __device__ __forceinline__ void reduce_splits(const typename P::Acc* __restrict__ partials,
                                               const typename P::TC* __restrict__ C,
