@@ -3,9 +3,10 @@
 A plan runs as a chain of kernels on one stream (staging copies, the contraction, the split-K reduction).
 Launched with cuda.h's ``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION``, a kernel of the chain is
 launched while the one before it drains, and its CTAs start as that one's leave, without the gap of a
-plain launch (H100, f16: #13 -2.3 us, #14 -3.9, #17 -1.0, #19 -2.0; session 35). Each kernel calls
-``gett::wait_for_prior_kernels`` (kernels/grid_dependency.cuh) before touching global memory, so its
-results are those of a plain launch. CuPy does not expose ``cuLaunchKernelEx``, hence ctypes.
+plain launch (H100, f16: #13 -2.3 us, #14 -3.9, #17 -1.0, #19 -2.0; session 35). The chain's first kernel
+is launched so too, behind whatever kernel the stream ran before it (another call's, anyone's). Each
+kernel calls ``gett::wait_for_prior_kernels`` (kernels/grid_dependency.cuh) before touching global memory,
+so its results are those of a plain launch. CuPy does not expose ``cuLaunchKernelEx``, hence ctypes.
 """
 from __future__ import annotations
 
@@ -59,18 +60,16 @@ class ByValue:
 
 class DependentLaunch:
     """One kernel function (``function``: a loaded ``CUfunction`` handle) with its launch shape, launched
-    behind the kernel before it on a stream (``behind``), or plainly. Arguments are ints (device
-    addresses, passed as 64-bit pointers) or :class:`ByValue`, in the kernel's order."""
+    behind the kernel before it on a stream. Arguments are ints (device addresses, passed as 64-bit
+    pointers) or :class:`ByValue`, in the kernel's order."""
     __slots__ = ("_config", "_attribute", "_function", "_launch", "_lock", "_params", "_pointers")
 
-    def __init__(self, function: int, grid: tuple, block: tuple, shared: int, arguments: int,
-                 behind: bool = True):
+    def __init__(self, function: int, grid: tuple, block: tuple, shared: int, arguments: int):
         self._launch = _launch_kernel_ex()
         self._function = function
         self._attribute = _Attribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
-        # the first kernel of a plan's chain starts as a plain launch would (behind=False: no attribute)
         self._config = _Config((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared, None,
-                               ctypes.pointer(self._attribute), 1 if behind else 0)
+                               ctypes.pointer(self._attribute), 1)
         self._pointers = (ctypes.c_uint64 * arguments)()     # where pointer arguments are read from
         base = ctypes.addressof(self._pointers)
         # cuLaunchKernelEx's kernelParams: a pointer argument's slot above, or a ByValue's bytes (set per call)

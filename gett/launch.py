@@ -15,9 +15,9 @@ _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64"
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
 _MAX_GRID_X = 2**31 - 1
 # A plan whose GPU time (its tensors' bytes at 3 TB/s, or its flops at 700 TFLOP/s) reaches this launches its
-# later kernels behind the one before (gett.dependent_launch): that saves the TCCG plans of 18-40 us 1-4 us
-# of GPU time a call, but a call of a small chain pays ~5 us more (a split-K 64 x 1024 x 64 f32 plan: 24.7 us
-# a call against 19.1; H100 and its host, session 35).
+# kernels behind the one before (gett.dependent_launch): that saves the TCCG plans of 18-40 us 1-4 us of GPU
+# time a call, but a call of a small chain pays ~5 us more (a split-K 64 x 1024 x 64 f32 plan: 24.7 us a call
+# against 19.1; H100 and its host, session 35).
 CHAIN_MIN_SECONDS = 10e-6
 _NUM_REGS = 4            # cuda.h CU_FUNC_ATTRIBUTE_NUM_REGS: registers a thread of a loaded function
 _modules: dict = {}      # (cubin path, device) -> cupy.RawModule
@@ -73,8 +73,9 @@ def worth_chaining(plan) -> bool:
 
 
 def chains(plan, device: int) -> bool:
-    """Whether ``plan``'s kernels after its first launch behind the one before on ``device``: they run long
-    enough for it to pay (:func:`worth_chaining`) and the device can (:func:`gett.dependent_launch.supported`)."""
+    """Whether ``plan``'s kernels launch behind the kernel before them on ``device`` (its first behind
+    whatever the stream ran before it): they run long enough for it to pay (:func:`worth_chaining`) and the
+    device can (:func:`gett.dependent_launch.supported`)."""
     return worth_chaining(plan) and dependent_launch.supported(device)
 
 
@@ -86,15 +87,15 @@ class Launcher:
     A lone kernel goes through CuPy's kernel function, with the arguments as it takes them without
     converting them again: CuPy arrays as they are (CuPy passes an array's data pointer), addresses as
     its own argument objects, alpha and beta as size-1 arrays passed by value (converted once per value;
-    numpy scalars would cost a conversion each per launch). A chain (``behind``: the kernel runs after
-    the plan's staging copies; or split-K's reduction after the kernel, where :func:`worth_chaining`)
-    goes through :mod:`gett.dependent_launch` on sm_90, each kernel after the plan's first launched
-    while the one before it drains."""
+    numpy scalars would cost a conversion each per launch). Where the plan :func:`chains` (or ``chained``
+    says so: a staged plan's kernel, after its copies), its kernels (the contraction, then split-K's
+    reduction) go through :mod:`gett.dependent_launch` instead, each launched while the kernel before it
+    on the stream drains."""
     __slots__ = ("_fn", "_grid", "_block", "_shared", "_acc", "_device", "_torch_stream", "_cupy",
                  "_partials", "_reduce", "_reduce_grid", "_reduce_block", "_address", "_by_value",
                  "_null", "_scalars", "_get_device", "_maps", "_chain")
 
-    def __init__(self, plan, device: int, kind: str, behind: bool = False):
+    def __init__(self, plan, device: int, kind: str, chained: bool | None = None):
         import cupy
         from cupy.cuda.function import CIntptr, CNumpyArray
 
@@ -118,7 +119,8 @@ class Launcher:
                 self._reduce = _function(kernel, REDUCE_NAME, device)
                 self._reduce_grid = reduce_grid(plan, cfg)
                 self._reduce_block = (REDUCE_THREADS, 1, 1)
-            chained = behind or (bool(self._partials) and chains(plan, device))
+            if chained is None:
+                chained = chains(plan, device)
         self._by_value = dependent_launch.ByValue if chained else CNumpyArray
         if kernel.tma is not None:
             from .tensor_map import TensorMaps
@@ -139,8 +141,7 @@ class Launcher:
         if chained:
             arguments = 7 + len(kernel.tma or ())
             self._chain = (
-                dependent_launch.DependentLaunch(self._fn.ptr, self._grid, self._block, self._shared, arguments,
-                                                 behind=behind),
+                dependent_launch.DependentLaunch(self._fn.ptr, self._grid, self._block, self._shared, arguments),
                 dependent_launch.DependentLaunch(self._reduce.ptr, self._reduce_grid, self._reduce_block, 0, 5)
                 if self._partials else None)
 
@@ -243,11 +244,10 @@ class StagedLauncher:
         from .kernel import current_arch
         with cupy.cuda.Device(device):
             chained = chains(plan, device)
-            self._inner = Launcher(plan.staged_plan, device, kind, behind=chained)
+            self._inner = Launcher(plan.staged_plan, device, kind, chained=chained)
             kernels = plan.copy_kernels(plan.device_arch or current_arch())
-            # the first copy launches plainly (nothing of the plan runs before it), a second behind the first
-            self._copies = tuple(_StagingCopy(st, k, _function(k, k.name, device), chained and i > 0)
-                                 for i, (st, k) in enumerate(zip(plan.staging, kernels)))
+            self._copies = tuple(_StagingCopy(st, k, _function(k, k.name, device), chained)
+                                 for st, k in zip(plan.staging, kernels))
         self._cupy, self._device = cupy, device
 
     def __call__(self, A, B, C, D, alpha, beta) -> None:

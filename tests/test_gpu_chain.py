@@ -1,7 +1,8 @@
 """A plan's kernels launched behind one another (gett/dependent_launch.py, sm_90: a staging copy, the
-contraction, the split-K reduction): each must read what the kernel before it wrote. Call after call on
-one stream with no synchronisation, the inputs rewritten and D poisoned by CuPy kernels just before each
-call and copied out just after; every result against numpy in float64."""
+contraction, the split-K reduction), the first behind whatever the stream ran before: each must read what
+the kernel before it wrote. Call after call on one stream with no synchronisation, the inputs rewritten
+and D poisoned by CuPy kernels just before each call (so each call's first kernel launches behind CuPy's)
+and copied out just after; every result against numpy in float64."""
 import numpy as np
 import pytest
 
@@ -13,6 +14,7 @@ cp = pytest.importorskip("cupy")
 # #14's shape in small: A "kmj" and B "jkn" (column-major) disagree on K's stride-1 mode, so A is staged
 K1, K2, M, N = 64, 96, 40, 50
 CHAINS = {   # (staging, config, ops on A and B): the kernels each call runs
+    "kernel": (False, ("wgmma", 128, 128, 64, 4, 1), False),
     "copy-kernel": (True, ("wgmma", 128, 128, 64, 4, 1), False),
     "kernel-reduce": (False, ("wgmma", 128, 128, 64, 4, 3), False),
     "copy-kernel-reduce": (True, None, False),   # the heuristic's: mma.sync, K split 24 ways
@@ -46,9 +48,8 @@ def test_chained_kernels_read_what_the_kernel_before_wrote(chain, kind, monkeypa
     run = launcher(plan, cp.cuda.Device().id, "cupy")
     chained = run._inner if staging else run
     assert len(plan.staging) == staging + ops and chained._chain is not None
-    if ops:   # the second copy too
-        assert run._copies[1].chained and isinstance(run._copies[1]._fn, DependentLaunch)
-    assert (chained._chain[1] is not None) == (plan.kernel().config.split_k > 1) == (chain != "copy-kernel")
+    assert all(copy.chained and isinstance(copy._fn, DependentLaunch) for copy in getattr(run, "_copies", ()))
+    assert (chained._chain[1] is not None) == (plan.kernel().config.split_k > 1) == (chain.endswith("reduce"))
 
     stream = cp.cuda.Stream(non_blocking=True)
     torch = pytest.importorskip("torch") if kind == "torch" else None

@@ -1,0 +1,83 @@
+"""GPU time of a TCCG contraction's call timed two ways: alone and back to back.
+
+    PYTHONPATH=. python benchmarks/back_to_back.py [--only 13-19] [--dtype f16] [--calls 30] [--batches 9]
+
+"Alone" is the TCCG runner's way: each call between its own pair of CUDA events, median of 40. "Back to
+back" is a program's: ``--calls`` calls in a row between one pair of events, per call, median of
+``--batches`` batches. Both rotate buffer sets as the runner does, so no call finds its data in L2.
+The two differ by what happens between calls: a plan's first kernel is launched behind the kernel before
+it on the stream (gett.dependent_launch), which an event recorded between them stops, so only the back
+to back figure shows what that launch saves (H100, f16: 1.5-2.5 us a call, session 42).
+Without a GPU it says so and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+if __package__ in (None, ""):   # run as a script: the repository root holds gett and tccg_suite
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def back_to_back_us(fn, rotate: int, calls: int, batches: int) -> float:
+    """Median over ``batches`` of the GPU time per call of ``calls`` calls of ``fn(i)`` between one pair of
+    CUDA events, ``i`` cycling through ``rotate`` buffer sets; after 5 untimed calls."""
+    import cupy
+    stream = cupy.cuda.get_current_stream()
+    for i in range(5):
+        fn(i % rotate)
+    per_call = []
+    for _ in range(batches):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        for i in range(calls):
+            fn(i % rotate)
+        end.record(stream)
+        end.synchronize()
+        per_call.append(cupy.cuda.get_elapsed_time(start, end) * 1e3 / calls)
+    return statistics.median(per_call)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="13-19", help="TCCG contractions, e.g. 13-19 or 1,5,33 (default: 13-19)")
+    parser.add_argument("--dtype", choices=("f16", "f32"), default="f16")
+    parser.add_argument("--calls", type=int, default=30, help="calls between one pair of events (default: 30)")
+    parser.add_argument("--batches", type=int, default=9, help="batches of those calls (default: 9)")
+    args = parser.parse_args(argv)
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            raise RuntimeError("no device")
+    except Exception as e:   # no CuPy, no driver or no device
+        print(f"back_to_back: no CUDA device ({type(e).__name__}: {e}); nothing to measure")
+        return 0
+    import numpy
+
+    import gett
+    from tccg_suite.data import make_buffers
+    from tccg_suite.suite import parse_ids, select
+    from tccg_suite.timing import median_ms, rotation_count
+
+    dtype = {"f16": numpy.float16, "f32": numpy.float32}[args.dtype]
+    l2 = cupy.cuda.Device().attributes["L2CacheSize"]
+    print(f"{'#':>3} {'contraction':<18} {'alone µs':>9} {'back to back µs':>16} {'saved':>6}")
+    for c in select(parse_ids(args.only)):
+        rotate = rotation_count(sum(c.size(t) for t in "ABC") * numpy.dtype(dtype).itemsize, l2)
+        sets = [make_buffers(c, dtype, seed=1 + i) for i in range(rotate)]
+        first = sets[0]
+        plan = gett.plan_contraction(first.A, c.modes("A"), first.B, c.modes("B"), first.C, c.modes("C"), beta=0)
+
+        def call(i):
+            gett.contract(plan, 1.0, sets[i].A, sets[i].B, 0.0, sets[i].C, sets[i].D)
+
+        alone = median_ms(call, runs=40, rotate=rotate) * 1e3
+        piped = back_to_back_us(call, rotate, args.calls, args.batches)
+        print(f"{c.id:>3} {c.notation:<18} {alone:9.1f} {piped:16.1f} {1 - piped / alone:6.1%}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
