@@ -47,13 +47,12 @@ def main(argv=None) -> int:
     parser.add_argument("--calls", type=int, default=30, help="calls between one pair of events (default: 30)")
     parser.add_argument("--batches", type=int, default=9, help="batches of those calls (default: 9)")
     args = parser.parse_args(argv)
-    try:
-        import cupy
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            raise RuntimeError("no device")
-    except Exception as e:   # no CuPy, no driver or no device
-        print(f"back_to_back: no CUDA device ({type(e).__name__}: {e}); nothing to measure")
+    from tccg_suite.runner import cuda_unavailable
+    reason = cuda_unavailable()
+    if reason is not None:
+        print(f"back_to_back: {reason}; nothing to measure")
         return 0
+    import cupy
     import numpy
 
     import gett
