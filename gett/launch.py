@@ -79,6 +79,34 @@ def chains(plan, device: int) -> bool:
     return worth_chaining(plan) and dependent_launch.supported(device)
 
 
+class Scratch:
+    """One call's scratch memory (split-K partials, staged operands) on the stream its kernels run on.
+
+    Normally from CuPy's memory pool, which is stream-ordered: the memory goes to other arrays only once
+    the stream has passed the kernels enqueued before :meth:`release`. While the stream is being captured
+    into a CUDA graph that would go wrong: the pool hands the memory on at once, yet every replay of the
+    graph writes it again, over whatever array holds it by then. So under capture the memory is allocated
+    and freed in stream order (``cudaMallocAsync``/``cudaFreeAsync``), which the graph records as its own
+    allocation and free: each replay gets memory no array holds."""
+    __slots__ = ("ptr", "_array", "_stream")
+
+    def __init__(self, cupy, nbytes: int, stream: int):
+        """``nbytes`` on the stream of handle ``stream`` (0: the legacy default stream, never captured)."""
+        runtime = cupy.cuda.runtime
+        if stream and runtime.streamIsCapturing(stream):
+            self._array, self._stream = None, stream
+            self.ptr = runtime.mallocAsync(nbytes, stream)
+        else:
+            self._array = cupy.empty(nbytes, dtype=np.uint8)
+            self.ptr = self._array.data.ptr
+
+    def release(self, cupy) -> None:
+        """Call once every kernel using the memory has been enqueued."""
+        if self._array is None:
+            cupy.cuda.runtime.freeAsync(self.ptr, self._stream)
+        self._array = None
+
+
 class Launcher:
     """``plan``'s kernel bound to one device and array kind, everything but the arrays and scalars decided
     once. A call launches the kernel (two with split-K) on the caller's current stream — PyTorch's for
@@ -113,7 +141,9 @@ class Launcher:
             self._fn = _function(kernel, kernel.name, device)
             cfg = kernel.config
             outputs = plan.m * plan.n * plan.batch
-            self._partials = cfg.split_k * outputs if cfg.split_k > 1 else 0
+            # bytes of the split-K partial sums: a CTA's for each of its tile's elements
+            self._partials = cfg.split_k * outputs * np.dtype(_ACC_NUMPY[plan.compute_type.name]).itemsize \
+                if cfg.split_k > 1 else 0
             if self._partials:
                 from .codegen import REDUCE_NAME, REDUCE_THREADS, reduce_grid
                 self._reduce = _function(kernel, REDUCE_NAME, device)
@@ -204,18 +234,21 @@ class Launcher:
                 kernel(handle, (A, B, C, D, 0, alpha, beta) + maps)
                 return
             with stream if stream is not None else contextlib.nullcontext():
-                partials = self._cupy.empty(self._partials, dtype=self._acc)   # CuPy's pool, on the stream
-                kernel(handle, (A, B, C, D, partials.data.ptr, alpha, beta) + maps)
-                reduce(handle, (partials.data.ptr, C, D, alpha, beta))
+                partials = Scratch(self._cupy, self._partials, handle)
+                kernel(handle, (A, B, C, D, partials.ptr, alpha, beta) + maps)
+                reduce(handle, (partials.ptr, C, D, alpha, beta))
+                partials.release(self._cupy)
             return
         if not self._partials:
             self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta) + maps,
                      shared_mem=self._shared, stream=stream)
             return
         with stream if stream is not None else contextlib.nullcontext():
-            partials = self._cupy.empty(self._partials, dtype=self._acc)   # CuPy's pool, on the stream using it
-            self._fn(self._grid, self._block, (A, B, C, D, partials, alpha, beta) + maps, shared_mem=self._shared)
-            self._reduce(self._reduce_grid, self._reduce_block, (partials, C, D, alpha, beta))
+            partials = Scratch(self._cupy, self._partials, (stream or self._cupy.cuda.get_current_stream()).ptr)
+            address = self._address(partials.ptr)
+            self._fn(self._grid, self._block, (A, B, C, D, address, alpha, beta) + maps, shared_mem=self._shared)
+            self._reduce(self._reduce_grid, self._reduce_block, (address, C, D, alpha, beta))
+            partials.release(self._cupy)
 
     def _scalar(self, value):
         """``value`` (alpha or beta) as a by-value kernel argument of the accumulator type; the few values
@@ -233,8 +266,7 @@ class Launcher:
 
 class StagedLauncher:
     """A staged plan (:mod:`gett.staging`) on one device and array kind: each call copies the staged
-    operands into workspace from CuPy's memory pool (stream-ordered: the memory is reused only after the
-    stream has passed its kernels), then runs the staged plan's :class:`Launcher` on the copies.
+    operands into :class:`Scratch` memory, then runs the staged plan's :class:`Launcher` on the copies.
     Same call interface as :class:`Launcher`."""
     __slots__ = ("_copies", "_cupy", "_device", "_inner")
 
@@ -257,18 +289,21 @@ class StagedLauncher:
         stream = self._inner.stream()
         operands = {"A": a, "B": b}
         with self._cupy.cuda.Device(self._device), stream if stream is not None else contextlib.nullcontext():
-            workspace = []   # kept until the staged kernel is launched
+            handle = self._cupy.cuda.get_current_stream().ptr
+            workspace = []   # released once the staged kernel is launched
             for copy in self._copies:
-                to = self._cupy.empty(copy.nbytes, dtype=np.uint8)
-                copy.launch(operands[copy.tensor], to)
-                operands[copy.tensor] = to.data.ptr
+                to = Scratch(self._cupy, copy.nbytes, handle)
+                copy.launch(operands[copy.tensor], to.ptr)
+                operands[copy.tensor] = to.ptr
                 workspace.append(to)
             self._inner.at_addresses(operands["A"], operands["B"], c, d, alpha, beta)
+            for to in workspace:
+                to.release(self._cupy)
 
 
 class _StagingCopy:
-    """One staging copy of a :class:`StagedLauncher`: ``launch(source address, destination array)`` runs its
-    kernel on CuPy's current stream, through CuPy or, ``chained``, behind the kernel before it."""
+    """One staging copy of a :class:`StagedLauncher`: ``launch(source address, destination address)`` runs
+    its kernel on CuPy's current stream, through CuPy or, ``chained``, behind the kernel before it."""
     __slots__ = ("_address", "_block", "_fn", "_grid", "_stream", "chained", "launch", "nbytes", "tensor")
 
     def __init__(self, staging, kernel, fn, chained: bool):
@@ -283,11 +318,11 @@ class _StagingCopy:
         else:
             self._fn, self.launch = fn, self._plain
 
-    def _plain(self, source: int, to) -> None:
-        self._fn(self._grid, self._block, (self._address(source), to))
+    def _plain(self, source: int, to: int) -> None:
+        self._fn(self._grid, self._block, (self._address(source), self._address(to)))
 
-    def _behind(self, source: int, to) -> None:
-        self._fn(self._stream().ptr, (source, to.data.ptr))
+    def _behind(self, source: int, to: int) -> None:
+        self._fn(self._stream().ptr, (source, to))
 
 
 def _pointer(array) -> int:
