@@ -94,17 +94,17 @@ class Scratch:
         """``nbytes`` on the stream of handle ``stream`` (0: the legacy default stream, never captured)."""
         runtime = cupy.cuda.runtime
         if stream and runtime.streamIsCapturing(stream):
-            self._array, self._stream = None, stream
+            self._array, self._stream = None, stream   # the stream it is freed on
             self.ptr = runtime.mallocAsync(nbytes, stream)
         else:
-            self._array = cupy.empty(nbytes, dtype=np.uint8)
+            self._array, self._stream = cupy.empty(nbytes, dtype=np.uint8), None
             self.ptr = self._array.data.ptr
 
     def release(self, cupy) -> None:
-        """Call once every kernel using the memory has been enqueued."""
-        if self._array is None:
+        """Call once every kernel using the memory has been enqueued; later calls do nothing."""
+        if self._stream is not None:
             cupy.cuda.runtime.freeAsync(self.ptr, self._stream)
-        self._array = None
+        self._array = self._stream = None
 
 
 class Launcher:
