@@ -104,6 +104,10 @@ class _NumpyKind:
     def constant_one(dtype, device: int):
         return np.ones((), dtype)
 
+    @staticmethod
+    def capturing(device: int) -> int:
+        return 0
+
 
 class _CupyKind:
     """CuPy arrays. Work goes to CuPy's current stream of the arrays' device, and so do allocations:
@@ -141,6 +145,26 @@ class _CupyKind:
             dev.synchronize()   # made once per program; later calls may read it from any stream
         return one
 
+    def capturing(self, device: int) -> int:
+        """The handle of CuPy's current stream on ``device`` while it is being captured into a CUDA graph,
+        else 0. Arrays a captured call makes and drops must not come from the pool then: it would hand
+        them on at once, while every replay of the graph still writes them."""
+        cupy = self._cupy
+        with cupy.cuda.Device(device):
+            handle = cupy.cuda.get_current_stream().ptr
+        return handle if handle and cupy.cuda.runtime.streamIsCapturing(handle) else 0
+
+    def graph_array(self, shape: tuple, dtype, stream: int, device: int):
+        """(array, free): a row-major ``shape`` array on ``device`` in memory that the graph ``stream`` is
+        captured into allocates (:class:`gett.launch.Scratch`); ``free()`` frees it in stream order, to be
+        called once the last kernel reading it is enqueued."""
+        from .launch import Scratch
+        cupy = self._cupy
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        scratch = Scratch(cupy, max(nbytes, 1), stream)
+        memory = cupy.cuda.UnownedMemory(scratch.ptr, nbytes, owner=None, device_id=device)
+        return cupy.ndarray(shape, dtype, memptr=cupy.cuda.MemoryPointer(memory, 0)), partial(scratch.release, cupy)
+
 
 class _TorchKind:
     """PyTorch CUDA tensors. Work goes to PyTorch's current stream of the tensors' device, and so do
@@ -171,6 +195,12 @@ class _TorchKind:
         self._torch.cuda.synchronize(device)   # made once per program; later calls may read it from any stream
         return one
 
+    @staticmethod
+    def capturing(device: int) -> int:
+        """0: under ``torch.cuda.graph`` PyTorch's allocator serves a captured call from the graph's own
+        pool, which no array made outside the graph shares."""
+        return 0
+
 
 NUMPY_KIND = _NumpyKind()
 KINDS: dict = {}            # array type -> kind object, filled on first sight of a type
@@ -185,7 +215,9 @@ def kind_of(x):
     depends on (kind, shape, strides, dtype, pointer alignment, device; equal summaries mean either array
     may run a plan made for the other), ``out_signature(x)``: that and whether ``x`` may be written,
     ``allocator(shape, dtype, device)``: a function making new row-major arrays, and
-    ``constant_one(dtype, device)``: a 0-d array holding 1."""
+    ``constant_one(dtype, device)``: a 0-d array holding 1, and ``capturing(device)``: the handle of the
+    current stream where the kind's own arrays must not be made while it is captured into a CUDA graph
+    (CuPy: ``graph_array`` makes them then), else 0."""
     t = type(x)
     kind = KINDS.get(t)
     if kind is None:

@@ -162,7 +162,7 @@ class _Program:
     one-operand steps; None where no step has one), then the intermediates as they are made. A step
     ``(a, b, run, new)`` reads values ``a`` and ``b`` and writes the next value into ``new()``, a new array
     of its shape on the caller's current stream; the last step, ``(a, b, run)``, writes the result."""
-    __slots__ = ("_middle", "_last", "_one", "_first_made", "_new_result", "_direct")
+    __slots__ = ("_middle", "_last", "_one", "_first_made", "_new_result", "_direct", "_kind", "_device", "_dtype")
 
     def __init__(self, subscripts, operands, out, beta_nonzero, op_a, op_b, op_out, compute_type, optimize):
         n = len(operands)
@@ -200,9 +200,11 @@ class _Program:
                                     op_a=op_a if a == 0 else None, op_b=op_b if b == 1 else None,
                                     op_out=op_out if last else None, device_arch=arch)
             program.append((a, b, _runner(kind, plan, (strided.get(a), strided.get(b)), device),
-                            kind.allocator(descs[result].shape, operands[0].dtype, device)))
-        self._middle, (a, b, run, self._new_result) = tuple(program[:-1]), program[-1]
+                            kind.allocator(descs[result].shape, operands[0].dtype, device), descs[result].shape))
+        self._middle = tuple(program[:-1])
+        a, b, run, self._new_result, _ = program[-1]
         self._last = (a, b, run)
+        self._kind, self._device, self._dtype = kind, device, operands[0].dtype
         self._one = kind.constant_one(operands[0].dtype, device) if any(len(i) == 1 for i, _ in steps) else None
         self._first_made = n + 1
         # one contraction of two operands: it reads them as they are passed, nothing to make first
@@ -211,25 +213,39 @@ class _Program:
     def __call__(self, operands, out, alpha, beta):
         """Run on ``operands`` (of the signature planned for) into ``out``, or a new array if None;
         returns the result."""
-        values = operands if self._direct else self._inputs(operands)
+        if self._direct:
+            values, graph_memory = operands, None
+        else:
+            graph_memory = {}
+            values = self._inputs(operands, graph_memory)
         if out is None:
             out = self._new_result()
         a, b, run = self._last
         run(values[a], values[b], out, out, alpha, beta)
+        if graph_memory:
+            for free in graph_memory.values():
+                free()
         return out
 
-    def _inputs(self, operands) -> list:
-        """The values the last step reads from: the operands, the ones tensor, the intermediates."""
+    def _inputs(self, operands, graph_memory: dict) -> list:
+        """The values the last step reads from: the operands, the ones tensor, the intermediates. While
+        the stream is captured into a CUDA graph, intermediates live in memory the graph allocates;
+        ``graph_memory`` is left holding the frees of those the last step reads."""
         values = [*operands, self._one]
         first_made = self._first_made
-        for x, y, step, new in self._middle:
-            d = new()
+        graph = self._middle and self._kind.capturing(self._device)
+        for x, y, step, new, shape in self._middle:
+            if graph:
+                d, graph_memory[len(values)] = self._kind.graph_array(shape, self._dtype, graph, self._device)
+            else:
+                d = new()
             step(values[x], values[y], d, d, 1, 0)
             values.append(d)
-            if x >= first_made:   # an intermediate is read once: hand it back to the pool
-                values[x] = None
-            if y >= first_made:
-                values[y] = None
+            for v in (x, y):
+                if v >= first_made:   # an intermediate is read once: hand it back
+                    values[v] = None
+                    if v in graph_memory:
+                        graph_memory.pop(v)()
         return values
 
 

@@ -426,3 +426,42 @@ def test_threads_share_the_cache():
     for (x, y), r in zip(xs, results):
         np.testing.assert_allclose(r, x @ y)
     assert gett.cache_info().size == 1
+
+
+def test_a_captured_call_makes_its_intermediates_in_graph_memory_and_frees_each_once_read():
+    """While the stream is captured into a CUDA graph (a stand-in kind says so), each intermediate comes
+    from ``graph_array`` and is freed right after the step that reads it is enqueued, never before; the
+    result is what numpy's einsum gives. On the GPU: tests/test_gpu_graphs.py."""
+    from gett.einsum import _Program
+    rng = np.random.default_rng(5)
+    ops = tuple(rng.standard_normal(s) for s in ((6, 5), (5, 7), (7, 4), (4, 3)))
+    program = _Program("ij,jk,kl,lm->im", ops, None, False, None, None, None, None, [(0, 1), (0, 2), (0, 1)])
+    log = []
+
+    class CapturingKind:
+        @staticmethod
+        def capturing(device):
+            return 0x11
+
+        @staticmethod
+        def graph_array(shape, dtype, stream, device):
+            number = sum(1 for e in log if e[0] == "made")
+            log.append(("made", number, shape, stream))
+            return np.empty(shape, dtype), lambda: log.append(("freed", number))
+
+    def logged(step, number):
+        def run(*args):
+            log.append(("step", number))
+            step(*args)
+        return run
+
+    program._kind = CapturingKind
+    program._middle = tuple((a, b, logged(run, k), new, shape)
+                            for k, (a, b, run, new, shape) in enumerate(program._middle))
+    a, b, run = program._last
+    program._last = (a, b, logged(run, len(program._middle)))
+    result = program(ops, None, 1.0, 0.0)
+    np.testing.assert_allclose(result, np.einsum("ij,jk,kl,lm->im", *ops), rtol=1e-12)
+    assert log == [("made", 0, (6, 7), 0x11), ("step", 0),
+                   ("made", 1, (6, 4), 0x11), ("step", 1), ("freed", 0),
+                   ("step", 2), ("freed", 1)]

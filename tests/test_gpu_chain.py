@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 
 import gett
+from small_staged import SHAPES, SUBSCRIPTS, chain_every_plan, layouts, plan as small_plan
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
 
-# #14's shape in small: A "kmj" and B "jkn" (column-major) disagree on K's stride-1 mode, so A is staged
-K1, K2, M, N = 64, 96, 40, 50
 CHAINS = {   # (staging, config, ops on A and B): the kernels each call runs
     "kernel": (False, ("wgmma", 128, 128, 64, 4, 1), False),
     "copy-kernel": (True, ("wgmma", 128, 128, 64, 4, 1), False),
@@ -29,22 +28,18 @@ def _half_negatives(x):
 @pytest.mark.parametrize("chain", list(CHAINS))
 @pytest.mark.parametrize("kind", ["cupy", "torch"])
 def test_chained_kernels_read_what_the_kernel_before_wrote(chain, kind, monkeypatch):
-    if int(cp.cuda.Device().compute_capability) < 90:
-        pytest.skip("programmatic dependent launch needs sm_90")
-    monkeypatch.setattr("gett.launch.CHAIN_MIN_SECONDS", 0.0)   # chain these small plans too
-    from gett.config import KernelConfig
+    chain_every_plan(cp, monkeypatch)
     from gett.dependent_launch import DependentLaunch
     from gett.launch import launcher
     staging, tile, ops = CHAINS[chain]
-    config = None if tile is None else KernelConfig(*tile[:5], split_k=tile[5], ws=True)
     rng = np.random.default_rng(35)
-    base_a = cp.asarray(rng.standard_normal((K2, M, K1)).astype(np.float16)).transpose(2, 1, 0)   # k fastest
-    base_b = cp.asarray(rng.standard_normal((N, K1, K2)).astype(np.float16)).transpose(2, 1, 0)   # j fastest
+    a_shape, b_shape, d_shape = SHAPES
+    base_a, base_b, D = layouts(cp.asarray(rng.standard_normal(a_shape).astype(np.float16)),
+                                cp.asarray(rng.standard_normal(b_shape).astype(np.float16)),
+                                cp.empty(d_shape, np.float32), cp.transpose)
     A, B = cp.empty_like(base_a), cp.empty_like(base_b)
-    D = cp.empty((N, M), np.float32).T   # m fastest
     op = _half_negatives if ops else None
-    plan = gett.plan_contraction(A, "kmj", B, "jkn", D, "mn", beta=0, staging=staging, config=config, op_a=op,
-                                 op_b=op)
+    plan = small_plan(A, B, D, staging, tile, op_a=op, op_b=op)
     run = launcher(plan, cp.cuda.Device().id, "cupy")
     chained = run._inner if staging else run
     assert len(plan.staging) == staging + ops and chained._chain is not None
@@ -70,7 +65,7 @@ def test_chained_kernels_read_what_the_kernel_before_wrote(chain, kind, monkeypa
     b = cp.asnumpy(base_b).astype(np.float64)
     f = (lambda x: np.where(x > 0, x, 0.5 * x)) if ops else (lambda x: x)
     for (sa, sb), got in zip(scales, results):   # a stale input or a poisoned D is off by far more
-        want = np.einsum("kmj,jkn->mn", f(sa * a), f(sb * b))
+        want = np.einsum(SUBSCRIPTS, f(sa * a), f(sb * b))
         err = np.linalg.norm(cp.asnumpy(got) - want) / np.linalg.norm(want)
         assert err < 1e-4, (sa, sb, err)
 
