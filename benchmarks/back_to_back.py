@@ -57,17 +57,16 @@ def main(argv=None) -> int:
     import numpy
 
     import gett
-    from tccg_suite.data import make_buffers
+    from tccg_suite.data import buffer_sets
     from tccg_suite.suite import parse_ids, select
-    from tccg_suite.timing import median_ms, rotation_count
+    from tccg_suite.timing import median_ms
 
     dtype = {"f16": numpy.float16, "f32": numpy.float32}[args.dtype]
     l2 = cupy.cuda.Device().attributes["L2CacheSize"]
     print(f"{'#':>3} {'contraction':<18} {'alone µs':>9} {'back to back µs':>16} {'saved':>6}")
     for c in select(parse_ids(args.only)):
-        rotate = rotation_count(sum(c.size(t) for t in "ABC") * numpy.dtype(dtype).itemsize, l2)
-        sets = [make_buffers(c, dtype, seed=1 + i) for i in range(rotate)]
-        first = sets[0]
+        sets = buffer_sets(c, dtype, l2, seed=1)
+        first, rotate = sets[0], len(sets)
         plan = gett.plan_contraction(first.A, c.modes("A"), first.B, c.modes("B"), first.C, c.modes("C"), beta=0)
 
         def call(i):

@@ -179,15 +179,14 @@ def measure_contraction(c: Contraction, handle, runs: int, l2_bytes: int) -> dic
     import numpy
 
     import gett
-    from tccg_suite.data import Buffers, make_buffers, reference, relative_error
-    from tccg_suite.timing import rotation_count, sample_ms
+    from tccg_suite.data import Buffers, buffer_sets, reference, relative_error
+    from tccg_suite.timing import sample_ms
 
     dtype = PRECISION.dtype
     rec = {"id": c.id, "notation": c.notation, "m": c.m, "n": c.n, "k": c.k, "status": "ok", "error": None,
            "rel_error": {}, "median_ms": {}, "samples_ms": {}, "kernels": {}}
-    set_bytes = sum(c.size(t) for t in "ABC") * dtype.itemsize
-    rec["rotate"] = rotate = rotation_count(set_bytes, l2_bytes)
-    sets = [make_buffers(c, dtype, seed=1000 * c.id + i) for i in range(rotate)]
+    sets = buffer_sets(c, dtype, l2_bytes, seed=1000 * c.id)
+    rec["rotate"] = rotate = len(sets)
     first = sets[0]
     ref = reference(c, Buffers(leaky_f64(first.A), leaky_f64(first.B), leaky_f64(first.C), None), ALPHA, BETA)
     ref_plain = reference(c, first, ALPHA, BETA)

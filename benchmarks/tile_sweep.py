@@ -100,9 +100,9 @@ def main(argv=None) -> int:
     import numpy
     import gett
     from gett.kernel import current_arch
-    from tccg_suite.data import Buffers, make_buffers, reference, relative_error
+    from tccg_suite.data import Buffers, buffer_sets, reference, relative_error
     from tccg_suite.suite import parse_ids, select
-    from tccg_suite.timing import median_ms, rotation_count
+    from tccg_suite.timing import median_ms
     configs = [parse_config(c) for c in args.configs.split(",") if c]
     beta = 1.0 if args.leaky else 0.0
     ops = {}
@@ -114,10 +114,9 @@ def main(argv=None) -> int:
     contractions = (select(parse_ids(args.only)) if args.only else []) + twins
     precompile(contractions, configs, numpy.dtype(dtype).name, beta, ops, args.jobs, staging)
     for c in contractions:
-        buf = make_buffers(c, dtype, seed=1)
         # as the TCCG runner does: enough buffer sets that no timed call finds its data in L2
-        rotate = rotation_count(sum(c.size(t) for t in "ABC") * size, cupy.cuda.Device().attributes["L2CacheSize"])
-        sets = [buf] + [make_buffers(c, dtype, seed=1 + i) for i in range(1, rotate)]
+        sets = buffer_sets(c, dtype, cupy.cuda.Device().attributes["L2CacheSize"], seed=1)
+        buf, rotate = sets[0], len(sets)
         ref = reference(c, Buffers(*(leaky_f64(x) for x in (buf.A, buf.B, buf.C)), None) if ops else buf, 1.0, beta)
         roof_us = max(c.flops / flops, c.min_bytes(size, size, bool(beta)) / 3.0e12) * 1e6
         base = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"), beta=beta,

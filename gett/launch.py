@@ -141,9 +141,9 @@ class Launcher:
             self._fn = _function(kernel, kernel.name, device)
             cfg = kernel.config
             outputs = plan.m * plan.n * plan.batch
+            self._acc = _ACC_NUMPY[plan.compute_type.name]
             # bytes of the split-K partial sums: a CTA's for each of its tile's elements
-            self._partials = cfg.split_k * outputs * np.dtype(_ACC_NUMPY[plan.compute_type.name]).itemsize \
-                if cfg.split_k > 1 else 0
+            self._partials = cfg.split_k * outputs * np.dtype(self._acc).itemsize if cfg.split_k > 1 else 0
             if self._partials:
                 from .codegen import REDUCE_NAME, REDUCE_THREADS, reduce_grid
                 self._reduce = _function(kernel, REDUCE_NAME, device)
@@ -167,7 +167,6 @@ class Launcher:
         self._grid = _grid(ctas)
         self._block = (kernel.threads, 1, 1)
         self._shared = kernel.shared_bytes
-        self._acc = _ACC_NUMPY[plan.compute_type.name]
         if chained:
             arguments = 7 + len(kernel.tma or ())
             self._chain = (

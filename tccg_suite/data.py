@@ -9,6 +9,7 @@ import cupy
 import numpy
 
 from .suite import Contraction
+from .timing import rotation_count
 
 
 @dataclass
@@ -35,6 +36,17 @@ def make_buffers(contraction: Contraction, dtype: numpy.dtype, seed: int) -> Buf
     rng = cupy.random.default_rng(seed)
     A, B, C = (random_tensor(rng, contraction.shape(t), dtype) for t in "ABC")
     return Buffers(A, B, C, cupy.empty(contraction.shape("C"), dtype=dtype, order="F"))
+
+
+def set_count(contraction: Contraction, dtype: numpy.dtype, l2_bytes: int) -> int:
+    """How many buffer sets a timing cycles through so that no call finds its data in an L2 of ``l2_bytes``
+    (:func:`tccg_suite.timing.rotation_count` of one set's A, B and C)."""
+    return rotation_count(sum(contraction.size(t) for t in "ABC") * numpy.dtype(dtype).itemsize, l2_bytes)
+
+
+def buffer_sets(contraction: Contraction, dtype: numpy.dtype, l2_bytes: int, seed: int) -> list[Buffers]:
+    """:func:`set_count` sets of :func:`make_buffers`, seeded ``seed``, ``seed + 1``, ..."""
+    return [make_buffers(contraction, dtype, seed=seed + i) for i in range(set_count(contraction, dtype, l2_bytes))]
 
 
 def reference(contraction: Contraction, buffers: Buffers, alpha: float, beta: float) -> cupy.ndarray:

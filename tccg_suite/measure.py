@@ -8,12 +8,12 @@ import cupy
 import numpy
 
 from .ceilings import Ceilings
-from .data import make_buffers, reference, relative_error
+from .data import buffer_sets, reference, relative_error, set_count
 from .peers import Prepare, Problem
 from .precision import Precision
 from .report import ERROR, FAILED, OK, CaseResult, ImplResult, first_line
 from .suite import Contraction
-from .timing import rotation_count, sample_ms
+from .timing import sample_ms
 
 WARMUP = 5  # untimed calls before the timed ones
 
@@ -52,11 +52,10 @@ def measure_case(contraction: Contraction, precision: Precision, peers: dict[str
     each. A failure to set up the data marks every implementation ERROR."""
     itemsize = precision.itemsize
     nbytes = contraction.min_bytes(itemsize, itemsize, beta != 0)
-    set_bytes = sum(contraction.size(t) for t in "ABC") * itemsize
-    rotate = rotation_count(set_bytes, l2_bytes)
+    rotate = set_count(contraction, precision.dtype, l2_bytes)
     case = CaseResult(contraction, contraction.flops, nbytes, ceilings.roofline_ms(contraction.flops, nbytes), rotate)
     try:
-        sets = [make_buffers(contraction, precision.dtype, seed=1000 * contraction.id + i) for i in range(rotate)]
+        sets = buffer_sets(contraction, precision.dtype, l2_bytes, seed=1000 * contraction.id)
         ref = reference(contraction, sets[0], alpha, beta)
     except Exception as exc:
         case.impls = {name: ImplResult(ERROR, error=f"data set-up: {first_line(exc)}") for name in peers}
