@@ -83,3 +83,29 @@ def test_small_plans_launch_their_kernels_plainly():
     gett.contract(plan, 1.0, A, B, 0.0, D)
     expect = a.astype(np.float64) @ b.astype(np.float64)
     assert np.linalg.norm(cp.asnumpy(D) - expect) / np.linalg.norm(expect) < 1e-5
+
+
+@pytest.mark.parametrize("staging", [False, True])
+def test_a_chained_plan_on_a_second_device(staging, monkeypatch):
+    """A plan's kernels on cuda:1 while cuda:0 is current: loaded, launched behind one another and
+    given their scratch memory there."""
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("one CUDA device")
+    chain_every_plan(cp, monkeypatch)
+    from gett.launch import launcher
+    rng = np.random.default_rng(37)
+    a_shape, b_shape, d_shape = SHAPES
+    with cp.cuda.Device(1):
+        A, B, D = layouts(cp.asarray(rng.standard_normal(a_shape).astype(np.float16)),
+                          cp.asarray(rng.standard_normal(b_shape).astype(np.float16)),
+                          cp.full(d_shape, cp.nan, np.float32), cp.transpose)
+    plan = small_plan(A, B, D, staging, None if staging else ("wgmma", 128, 128, 64, 4, 3))
+    run = launcher(plan, 1, "cupy")
+    assert (run._inner if staging else run)._chain is not None
+    for _ in range(2):   # made and run, then the cached launcher
+        gett.contract(plan, 1.0, A, B, 0.0, D)
+    assert cp.cuda.runtime.getDevice() == 0
+    with cp.cuda.Device(1):
+        got = cp.asnumpy(D)
+    want = np.einsum(SUBSCRIPTS, cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-4

@@ -144,3 +144,24 @@ def test_a_cupy_graph_replays_a_three_operand_einsum_on_new_inputs():
         stream.synchronize()
         want = a @ b @ c
         _check(out, want, bystanders, tolerance=1e-5)
+
+
+def test_a_cupy_graph_of_a_three_operand_einsum_on_a_second_device():
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("one CUDA device")
+    rng = np.random.default_rng(45)
+    a, b, c = (rng.standard_normal(s) for s in ((64, 48), (48, 96), (96, 40)))
+    with cp.cuda.Device(1):
+        x, y, z = cp.asarray(a), cp.asarray(b), cp.asarray(c)
+        out = cp.full((64, 40), cp.nan)
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])   # planned outside
+            stream.begin_capture()
+            gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])
+            graph = stream.end_capture()
+            out.fill(cp.nan)
+            bystanders = _bystanders()
+            graph.launch(stream)
+        stream.synchronize()
+        _check(out, a @ b @ c, bystanders, tolerance=1e-12)
