@@ -106,6 +106,7 @@ class _NumpyKind:
 
     @staticmethod
     def capturing(device: int) -> int:
+        """0: host arrays are never captured."""
         return 0
 
 
@@ -216,8 +217,8 @@ def kind_of(x):
     may run a plan made for the other), ``out_signature(x)``: that and whether ``x`` may be written,
     ``allocator(shape, dtype, device)``: a function making new row-major arrays, and
     ``constant_one(dtype, device)``: a 0-d array holding 1, and ``capturing(device)``: the handle of the
-    current stream where the kind's own arrays must not be made while it is captured into a CUDA graph
-    (CuPy: ``graph_array`` makes them then), else 0."""
+    current stream while it is captured into a CUDA graph that the kind's allocator cannot serve safely
+    (CuPy's pool; ``graph_array`` serves it then), else 0."""
     t = type(x)
     kind = KINDS.get(t)
     if kind is None:

@@ -160,8 +160,9 @@ class _Program:
 
     Values are numbered as :func:`_schedule` numbers them — the operands, the 0-d ones tensor (B of
     one-operand steps; None where no step has one), then the intermediates as they are made. A step
-    ``(a, b, run, new)`` reads values ``a`` and ``b`` and writes the next value into ``new()``, a new array
-    of its shape on the caller's current stream; the last step, ``(a, b, run)``, writes the result."""
+    ``(a, b, run, new, shape)`` reads values ``a`` and ``b`` and writes the next value into ``new()``, a new
+    ``shape`` array on the caller's current stream (in graph memory while that stream is being captured);
+    the last step, ``(a, b, run)``, writes the result."""
     __slots__ = ("_middle", "_last", "_one", "_first_made", "_new_result", "_direct", "_kind", "_device", "_dtype")
 
     def __init__(self, subscripts, operands, out, beta_nonzero, op_a, op_b, op_out, compute_type, optimize):
