@@ -165,3 +165,32 @@ def test_a_cupy_graph_of_a_three_operand_einsum_on_a_second_device():
             graph.launch(stream)
         stream.synchronize()
         _check(out, a @ b @ c, bystanders, tolerance=1e-12)
+
+
+def test_a_torch_graph_replays_a_three_operand_einsum_on_new_inputs():
+    """torch tensors' intermediates come from torch's allocator, which serves a capture from the graph's pool."""
+    torch = pytest.importorskip("torch")
+    x, y, z = (torch.empty(s, dtype=torch.float64, device="cuda") for s in ((64, 48), (48, 96), (96, 40)))
+    out = torch.empty((64, 40), dtype=torch.float64, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):   # planned on a side stream before capturing, as torch asks
+        for t in (x, y, z):
+            t.fill_(1)
+        gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])
+    rng = np.random.default_rng(46)
+    for _ in range(3):
+        a, b, c = (rng.standard_normal(tuple(t.shape)) for t in (x, y, z))
+        for t, v in zip((x, y, z), (a, b, c)):
+            t.copy_(torch.from_numpy(v))
+        out.fill_(float("nan"))
+        torch.cuda.synchronize()
+        bystanders = _bystanders()
+        cp.cuda.Device().synchronize()
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(cp.asarray(out), a @ b @ c, bystanders, tolerance=1e-12)
