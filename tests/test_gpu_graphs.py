@@ -58,6 +58,38 @@ def _check(D, want, bystanders, tolerance=1e-4):
     assert err < tolerance, err
 
 
+def _cupy_graph(stream, call):
+    """``call()`` run once on ``stream`` (planned, its modules loaded outside the capture), then captured."""
+    with stream:
+        call()
+        stream.begin_capture()
+        call()
+        return stream.end_capture()
+
+
+def _torch_graph(torch, call):
+    """``call()`` run once on a side stream (torch's way before capturing), then captured into a torch graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return graph
+
+
+def _replay_torch_graph(torch, graph):
+    """Replay ``graph`` once its inputs are written; returns the bystanders made just before the replay."""
+    torch.cuda.synchronize()
+    bystanders = _bystanders()
+    cp.cuda.Device().synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
+    return bystanders
+
+
 @pytest.mark.parametrize("name", list(PLANS))
 def test_a_cupy_graph_replays_a_call_on_new_inputs(name, monkeypatch):
     a_shape, b_shape, d_shape = SHAPES
@@ -72,10 +104,7 @@ def test_a_cupy_graph_replays_a_call_on_new_inputs(name, monkeypatch):
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         A[...], B[...] = 1, 1
-        gett.contract(plan, 1.0, A, B, 0.0, D)   # the launcher made, its module loaded, outside the capture
-        stream.begin_capture()
-        gett.contract(plan, 1.0, A, B, 0.0, D)
-        graph = stream.end_capture()
+    graph = _cupy_graph(stream, lambda: gett.contract(plan, 1.0, A, B, 0.0, D))
     for _ in range(3):
         a, b = _operands(rng)
         with stream:
@@ -95,27 +124,16 @@ def test_a_torch_graph_replays_a_call_on_new_inputs(name, monkeypatch):
                       torch.empty(b_shape, dtype=torch.float16, device="cuda"),
                       torch.empty(d_shape, dtype=torch.float32, device="cuda"), torch.permute)
     plan = _plan(name, A, B, D, monkeypatch)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):   # torch's way: warm up on a side stream before capturing
-        A.fill_(1)
-        B.fill_(1)
-        gett.contract(plan, 1.0, A, B, 0.0, D)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        gett.contract(plan, 1.0, A, B, 0.0, D)
+    A.fill_(1)
+    B.fill_(1)
+    graph = _torch_graph(torch, lambda: gett.contract(plan, 1.0, A, B, 0.0, D))
     rng = np.random.default_rng(43)
     for _ in range(3):
         a, b = _operands(rng)
         A.copy_(torch.from_numpy(a.astype(np.float16)))
         B.copy_(torch.from_numpy(b.astype(np.float16)))
         D.fill_(float("nan"))
-        torch.cuda.synchronize()
-        bystanders = _bystanders()
-        cp.cuda.Device().synchronize()
-        graph.replay()
-        torch.cuda.synchronize()
+        bystanders = _replay_torch_graph(torch, graph)
         _check(cp.asarray(D), _want(a, b), bystanders)
 
 
@@ -130,10 +148,7 @@ def test_a_cupy_graph_replays_a_three_operand_einsum_on_new_inputs():
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         x[...], y[...], z[...] = 1, 1, 1
-        gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])   # planned outside
-        stream.begin_capture()
-        gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])
-        graph = stream.end_capture()
+    graph = _cupy_graph(stream, lambda: gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)]))
     for _ in range(3):
         a, b, c = (rng.standard_normal(t.shape) for t in (x, y, z))
         with stream:
@@ -155,11 +170,9 @@ def test_a_cupy_graph_of_a_three_operand_einsum_on_a_second_device():
         x, y, z = cp.asarray(a), cp.asarray(b), cp.asarray(c)
         out = cp.full((64, 40), cp.nan)
         stream = cp.cuda.Stream(non_blocking=True)
+        graph = _cupy_graph(stream, lambda: gett.einsum("ij,jk,kl->il", x, y, z, out=out,
+                                                         optimize=[(0, 1), (0, 1)]))
         with stream:
-            gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])   # planned outside
-            stream.begin_capture()
-            gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])
-            graph = stream.end_capture()
             out.fill(cp.nan)
             bystanders = _bystanders()
             graph.launch(stream)
@@ -170,27 +183,14 @@ def test_a_cupy_graph_of_a_three_operand_einsum_on_a_second_device():
 def test_a_torch_graph_replays_a_three_operand_einsum_on_new_inputs():
     """torch tensors' intermediates come from torch's allocator, which serves a capture from the graph's pool."""
     torch = pytest.importorskip("torch")
-    x, y, z = (torch.empty(s, dtype=torch.float64, device="cuda") for s in ((64, 48), (48, 96), (96, 40)))
+    x, y, z = (torch.ones(s, dtype=torch.float64, device="cuda") for s in ((64, 48), (48, 96), (96, 40)))
     out = torch.empty((64, 40), dtype=torch.float64, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):   # planned on a side stream before capturing, as torch asks
-        for t in (x, y, z):
-            t.fill_(1)
-        gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)])
+    graph = _torch_graph(torch, lambda: gett.einsum("ij,jk,kl->il", x, y, z, out=out, optimize=[(0, 1), (0, 1)]))
     rng = np.random.default_rng(46)
     for _ in range(3):
         a, b, c = (rng.standard_normal(tuple(t.shape)) for t in (x, y, z))
         for t, v in zip((x, y, z), (a, b, c)):
             t.copy_(torch.from_numpy(v))
         out.fill_(float("nan"))
-        torch.cuda.synchronize()
-        bystanders = _bystanders()
-        cp.cuda.Device().synchronize()
-        graph.replay()
-        torch.cuda.synchronize()
+        bystanders = _replay_torch_graph(torch, graph)
         _check(cp.asarray(out), a @ b @ c, bystanders, tolerance=1e-12)
