@@ -151,8 +151,11 @@ class _CupyKind:
         else 0. Arrays a captured call makes and drops must not come from the pool then: it would hand
         them on at once, while every replay of the graph still writes them."""
         cupy = self._cupy
-        with cupy.cuda.Device(device):
+        if cupy.cuda.runtime.getDevice() == device:   # the common case, without switching devices
             handle = cupy.cuda.get_current_stream().ptr
+        else:
+            with cupy.cuda.Device(device):   # CuPy's current stream is per device
+                handle = cupy.cuda.get_current_stream().ptr
         return handle if handle and cupy.cuda.runtime.streamIsCapturing(handle) else 0
 
     def graph_array(self, shape: tuple, dtype, stream: int, device: int):
