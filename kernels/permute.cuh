@@ -1,7 +1,8 @@
 // Operand staging (gett/staging.py): copy a tensor into a dense layout of the same shape with its modes
 // in another order, so that the contraction kernel reads long aligned runs of it. The destination is
 // dense in its mode order; where an element comes from is an index table (layout.cuh) evaluated on the
-// destination's linear index.
+// destination's linear index. The contraction reads the copy right after, so the copy's stores ask the L2 to
+// keep their lines (store_global_kept).
 #pragma once
 #include "copy.cuh"
 #include "grid_dependency.cuh"
@@ -29,7 +30,7 @@ __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restri
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const Index i = first + Index(u) * Index(blockDim.x);
-      if (i < vectors) *reinterpret_cast<Vector*>(dst + i * Index(V)) = apply_op<Acc, Op>(v[u], true);
+      if (i < vectors) store_global_kept(reinterpret_cast<Vector*>(dst + i * Index(V)), apply_op<Acc, Op>(v[u], true));
     }
   }
 }
@@ -71,7 +72,7 @@ __device__ __forceinline__ void transpose_tiles(const T* __restrict__ src, T* __
         Vector x;
 #pragma unroll
         for (int j = 0; j < V; ++j) x.v[j] = tile[c + j][r];
-        *reinterpret_cast<Vector*>(dst + (to + Offset(p) * Offset(DP) + Offset(q))) = apply_op<Acc, Op>(x, true);
+        store_global_kept(reinterpret_cast<Vector*>(dst + (to + Offset(p) * Offset(DP) + Offset(q))), apply_op<Acc, Op>(x, true));
       }
     }
     __syncthreads();

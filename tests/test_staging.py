@@ -166,6 +166,20 @@ def test_copy_kernels_compile(cid, tensor, kernel):
     assert copy.cubin_path.is_file() and copy.cubin_path.stat().st_size > 0
 
 
+@pytest.mark.parametrize("tensor", ["A", "B"])   # #28: A by transposed blocks, B by runs
+def test_copy_stores_ask_the_l2_to_keep_their_lines(tensor):
+    """Both copy kernels store with an L2 evict_last policy where the architecture has one (sm_80+): the
+    contraction reads the copy next (kernels/copy.cuh, store_global_kept); on sm_75 plain stores."""
+    from gett import nvrtc
+    from gett.kernel import kernels_dir
+    staging = next(st for st in tccg_plan(28).staging if st.tensor == tensor)
+    source = render_copy(staging).source
+    ptx = {arch: nvrtc.compile_ptx(source, arch=arch, include_dirs=[str(kernels_dir())]) for arch in ("sm_90", "sm_75")}
+    assert "createpolicy.fractional.L2::evict_last" in ptx["sm_90"]
+    assert "st.global.L2::cache_hint.v4" in ptx["sm_90"]
+    assert "cache_hint" not in ptx["sm_75"] and "st.global.v4" in ptx["sm_75"]
+
+
 def test_transposed_blocks_span_the_destination_runs_where_blocks_remain_enough():
     """A transposing copy's block takes all of the destination's stride-1 mode (Q) where that fits 40 KB
     beside the source side's 64 and the copy keeps 256 blocks: #14's A, 312 planes of 312 x 312, is
