@@ -42,10 +42,9 @@ __device__ __forceinline__ V load_global(const V* gmem) {
 }
 
 // Stores one vector with an L2 evict_last policy (sm_80+; elsewhere a plain store): for data the next kernel
-// reads, which the L2 then keeps until other data of normal priority has gone instead of letting that
-// kernel's first streamed loads evict (and write back) it. H100, session 44: #14's staged copy so, the
-// contraction after it 105.9 -> 101.5 us; ncu found 10.8 MB of the copy's dirty lines written back during
-// the contraction before.
+// reads, which the L2 should keep ahead of that kernel's streamed loads. H100, session 44, calls back to back:
+// #14 (a 60 MB staged copy, then its contraction) 105.9 -> 101.5 us; the other staged TCCG plans (f16, f32,
+// fused) even; the kernel after #14 even. (ncu, which replays kernels one at a time, shows the same DRAM bytes.)
 template <class V>
 __device__ __forceinline__ void store_global_kept(V* gmem, const V& v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
