@@ -41,22 +41,26 @@ __device__ __forceinline__ V load_global(const V* gmem) {
   return *gmem;
 }
 
-// Stores one vector with an L2 evict_last policy (sm_80+; elsewhere a plain store): for data the next kernel
-// reads, which the L2 should keep ahead of that kernel's streamed loads. H100, session 44, calls back to back:
-// #14 (a 60 MB staged copy, then its contraction) 105.9 -> 101.5 us; the other staged TCCG plans (f16, f32,
-// fused) even; the kernel after #14 even. (ncu, which replays kernels one at a time, shows the same DRAM bytes.)
+// Stores one vector, with an L2 evict_last policy where `keep` (sm_80+, 16-byte vectors; else a plain store):
+// for data the next kernel reads, which the L2 should keep ahead of that kernel's streamed loads. H100,
+// session 44, calls back to back: #14 (a 60 MB staged copy, then its contraction) 105.8 -> 101.5 us on some
+// machines, -1.2 us on others; the other staged TCCG plans (f16, f32, fused) even; the kernel after #14 even.
+// The host passes keep = 0 where the device sets L2 aside for persisting accesses: evict_last lines are
+// persisting ones there, and the copy's would push the application's own out of the set-aside.
 template <class V>
-__device__ __forceinline__ void store_global_kept(V* gmem, const V& v) {
+__device__ __forceinline__ void store_global_kept(V* gmem, const V& v, bool keep) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (sizeof(V) == 16) {
-    unsigned long long policy;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-    uint4 x;
-    memcpy(&x, &v, sizeof(V));
-    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;\n" ::"l"(gmem), "r"(x.x), "r"(x.y),
-                 "r"(x.z), "r"(x.w), "l"(policy)
-                 : "memory");
-    return;
+    if (keep) {
+      unsigned long long policy;
+      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+      uint4 x;
+      memcpy(&x, &v, sizeof(V));
+      asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;\n" ::"l"(gmem), "r"(x.x), "r"(x.y),
+                   "r"(x.z), "r"(x.w), "l"(policy)
+                   : "memory");
+      return;
+    }
   }
 #endif
   *gmem = v;

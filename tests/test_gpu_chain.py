@@ -109,3 +109,39 @@ def test_a_chained_plan_on_a_second_device(staging, monkeypatch):
         got = cp.asnumpy(D)
     want = np.einsum(SUBSCRIPTS, cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-4
+
+
+@pytest.mark.parametrize("chained", [False, True])
+def test_staging_copies_keep_their_lines_only_without_a_persisting_l2_set_aside(chained, monkeypatch):
+    """A staged call's copies ask the L2 to keep their lines (keep = 1) while no L2 is set aside for
+    persisting accesses, and store plainly (keep = 0) once the host sets some aside; right results both
+    ways, launched plainly or behind one another."""
+    if cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["persistingL2CacheMaxSize"] == 0:
+        pytest.skip("no persisting L2 set-aside on this device")
+    if chained:
+        chain_every_plan(cp, monkeypatch)
+    from gett.launch import _StagingCopy, launcher
+    kept = []
+    for path in ("_plain", "_behind"):
+        original = getattr(_StagingCopy, path)
+        monkeypatch.setattr(_StagingCopy, path, lambda self, source, to, keep, _f=original:
+                            (kept.append(keep), _f(self, source, to, keep))[1])
+    rng = np.random.default_rng(38)
+    a_shape, b_shape, d_shape = SHAPES
+    A, B, D = layouts(cp.asarray(rng.standard_normal(a_shape).astype(np.float16)),
+                      cp.asarray(rng.standard_normal(b_shape).astype(np.float16)),
+                      cp.empty(d_shape, np.float32), cp.transpose)
+    plan = small_plan(A, B, D, True, ("wgmma", 128, 128, 64, 4, 1))
+    assert launcher(plan, cp.cuda.Device().id, "cupy")._copies[0].chained is chained
+    want = np.einsum(SUBSCRIPTS, cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
+    set_aside = cp.cuda.runtime.deviceGetLimit(0x06)   # cudaLimitPersistingL2CacheSize
+    try:
+        for limit in (0, 4 << 20, 0):
+            cp.cuda.runtime.deviceSetLimit(0x06, limit)
+            D.fill(cp.nan)
+            gett.contract(plan, 1.0, A, B, 0.0, D)
+            got = cp.asnumpy(D)
+            assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-4, limit
+    finally:
+        cp.cuda.runtime.deviceSetLimit(0x06, set_aside)
+    assert kept == [1, 0, 1]
