@@ -264,14 +264,21 @@ class Launcher:
         return arg
 
 
+def persisting_l2_bytes(runtime) -> int:
+    """The L2 the current device sets aside for persisting accesses (``runtime``: cupy.cuda.runtime), 0
+    where it has no such limit (before sm_80)."""
+    try:
+        return runtime.deviceGetLimit(_PERSISTING_L2)
+    except Exception:   # noqa: BLE001 - cudaErrorUnsupportedLimit
+        return 0
+
+
 def keeps_copies_in_l2(runtime) -> bool:
     """Whether staging copies ask the L2 to keep their lines for the contraction (kernels/copy.cuh,
     store_global_kept): only while the current device sets no L2 aside for persisting accesses (there they
-    would be persisting lines, pushing the application's own out of the set-aside), or cannot (an error)."""
-    try:
-        return runtime.deviceGetLimit(_PERSISTING_L2) == 0
-    except Exception:   # noqa: BLE001 - no such limit here: the copies' stores are plain (pre-sm_80)
-        return True
+    would be persisting lines, pushing the application's own out of the set-aside). Before sm_80 the copies'
+    stores are plain whatever this says."""
+    return persisting_l2_bytes(runtime) == 0
 
 
 class StagedLauncher:

@@ -200,10 +200,11 @@ def test_copies_keep_their_lines_only_without_a_persisting_l2_set_aside(limit, k
     (cudaLimitPersistingL2CacheSize, 0x06): there evict_last lines are persisting ones, which would push the
     application's own out of the set-aside. Where the limit does not exist (before sm_80) the copies' stores
     are plain anyway."""
-    from gett.launch import keeps_copies_in_l2
+    from gett.launch import keeps_copies_in_l2, persisting_l2_bytes
     runtime = _Runtime(limit)
     assert keeps_copies_in_l2(runtime) is keep
-    assert runtime.asked == [0x06]
+    assert persisting_l2_bytes(runtime) == (limit if isinstance(limit, int) else 0)
+    assert runtime.asked == [0x06, 0x06]
 
 
 def test_transposed_blocks_span_the_destination_runs_where_blocks_remain_enough():
