@@ -131,7 +131,8 @@ def test_staging_copies_keep_their_lines_only_without_a_persisting_l2_set_aside(
     A, B, D = layouts(cp.asarray(rng.standard_normal(a_shape).astype(np.float16)),
                       cp.asarray(rng.standard_normal(b_shape).astype(np.float16)),
                       cp.empty(d_shape, np.float32), cp.transpose)
-    plan = small_plan(A, B, D, True, ("wgmma", 128, 128, 64, 4, 1))
+    # a tile of its own for each launch path: a plan's launcher lives as long as the (cached) plan
+    plan = small_plan(A, B, D, True, ("wgmma", 128, 128, 64, 5 if chained else 3, 1))
     assert launcher(plan, cp.cuda.Device().id, "cupy")._copies[0].chained is chained
     want = np.einsum(SUBSCRIPTS, cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64))
     set_aside = cp.cuda.runtime.deviceGetLimit(0x06)   # cudaLimitPersistingL2CacheSize
