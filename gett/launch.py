@@ -20,7 +20,6 @@ _MAX_GRID_X = 2**31 - 1
 # against 19.1; H100 and its host, session 35).
 CHAIN_MIN_SECONDS = 10e-6
 _NUM_REGS = 4            # cuda.h CU_FUNC_ATTRIBUTE_NUM_REGS: registers a thread of a loaded function
-_PERSISTING_L2 = 0x06    # cudaLimitPersistingL2CacheSize: the L2 set aside for persisting accesses
 _modules: dict = {}      # (cubin path, device) -> cupy.RawModule
 _functions: dict = {}    # (cubin path, function name, device) -> kernel function loaded on that device
 _functions_lock = threading.Lock()
@@ -264,28 +263,10 @@ class Launcher:
         return arg
 
 
-def persisting_l2_bytes(runtime) -> int:
-    """The L2 the current device sets aside for persisting accesses (``runtime``: cupy.cuda.runtime), 0
-    where it has no such limit (before sm_80)."""
-    try:
-        return runtime.deviceGetLimit(_PERSISTING_L2)
-    except Exception:   # noqa: BLE001 - cudaErrorUnsupportedLimit
-        return 0
-
-
-def keeps_copies_in_l2(runtime) -> bool:
-    """Whether staging copies ask the L2 to keep their lines for the contraction (kernels/copy.cuh,
-    store_global_kept): only while the current device sets no L2 aside for persisting accesses (there they
-    would be persisting lines, pushing the application's own out of the set-aside). Before sm_80 the copies'
-    stores are plain whatever this says."""
-    return persisting_l2_bytes(runtime) == 0
-
-
 class StagedLauncher:
     """A staged plan (:mod:`gett.staging`) on one device and array kind: each call copies the staged
     operands into :class:`Scratch` memory, then runs the staged plan's :class:`Launcher` on the copies.
-    Same call interface as :class:`Launcher`. The L2 set-aside is looked up at each call (the host may
-    change it between calls; a captured graph keeps the answer its capture found)."""
+    Same call interface as :class:`Launcher`."""
     __slots__ = ("_copies", "_cupy", "_device", "_inner")
 
     def __init__(self, plan, device: int, kind: str):
@@ -308,11 +289,10 @@ class StagedLauncher:
         operands = {"A": a, "B": b}
         with self._cupy.cuda.Device(self._device), stream if stream is not None else contextlib.nullcontext():
             handle = self._cupy.cuda.get_current_stream().ptr
-            keep = int(keeps_copies_in_l2(self._cupy.cuda.runtime))
             workspace = []   # released once the staged kernel is launched
             for copy in self._copies:
                 to = Scratch(self._cupy, copy.nbytes, handle)
-                copy.launch(operands[copy.tensor], to.ptr, keep)
+                copy.launch(operands[copy.tensor], to.ptr)
                 operands[copy.tensor] = to.ptr
                 workspace.append(to)
             self._inner.at_addresses(operands["A"], operands["B"], c, d, alpha, beta)
@@ -321,8 +301,8 @@ class StagedLauncher:
 
 
 class _StagingCopy:
-    """One staging copy of a :class:`StagedLauncher`: ``launch(source address, destination address, keep)``
-    runs its kernel on CuPy's current stream, through CuPy or, ``chained``, behind the kernel before it."""
+    """One staging copy of a :class:`StagedLauncher`: ``launch(source address, destination address)`` runs
+    its kernel on CuPy's current stream, through CuPy or, ``chained``, behind the kernel before it."""
     __slots__ = ("_address", "_block", "_fn", "_grid", "_stream", "chained", "launch", "nbytes", "tensor")
 
     def __init__(self, staging, kernel, fn, chained: bool):
@@ -332,16 +312,16 @@ class _StagingCopy:
         self._grid, self._block, self._address = kernel.grid, kernel.block, CIntptr
         self._stream = cupy.cuda.get_current_stream
         if chained:
-            self._fn = dependent_launch.DependentLaunch(fn.ptr, kernel.grid, kernel.block, 0, 3)
+            self._fn = dependent_launch.DependentLaunch(fn.ptr, kernel.grid, kernel.block, 0, 2)
             self.launch = self._behind
         else:
             self._fn, self.launch = fn, self._plain
 
-    def _plain(self, source: int, to: int, keep: int) -> None:
-        self._fn(self._grid, self._block, (self._address(source), self._address(to), np.uint64(keep)))
+    def _plain(self, source: int, to: int) -> None:
+        self._fn(self._grid, self._block, (self._address(source), self._address(to)))
 
-    def _behind(self, source: int, to: int, keep: int) -> None:
-        self._fn(self._stream().ptr, (source, to, keep))   # a 64-bit slot, as the kernel's argument
+    def _behind(self, source: int, to: int) -> None:
+        self._fn(self._stream().ptr, (source, to))
 
 
 def _pointer(array) -> int:

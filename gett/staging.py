@@ -294,9 +294,8 @@ def _offset_type(desc: TensorDescriptor) -> str:
 
 def render_copy(staging: Staging) -> CopySource:
     """The translation unit copying ``staging.source`` into ``staging.target`` (kernel COPY_KERNEL_NAME,
-    arguments ``(const T* src, T* dst, unsigned long long keep)``; ``keep`` nonzero: ask the L2 to keep the
-    copy for the contraction, see kernels/copy.cuh): runs of vectors where both keep the source's stride-1
-    mode innermost, else blocks transposed through shared memory."""
+    arguments ``(const T* src, T* dst)``): runs of vectors where both keep the source's stride-1 mode
+    innermost, else blocks transposed through shared memory."""
     src, dst = staging.source, staging.target
     table = copy_table(staging)
     modes = tuple(m for (m,) in table.modes)
@@ -316,7 +315,7 @@ def render_copy(staging: Staging) -> CopySource:
         threads, unroll = 256, 4
         vectors = size // v
         body = _copy_kernel(threads, ctype, f"gett::copy_runs<{ctype}, Acc, Op, Index, {table_type(table, 'src')}, "
-                                            f"{v}, {unroll}>(src, dst, Index({vectors}), keep != 0)")
+                                            f"{v}, {unroll}>(src, dst, Index({vectors}))")
         blocks = max(1, min(-(-vectors // (threads * unroll)), 1 << 30))
         return CopySource(head + body, (blocks, 1, 1), (threads, 1, 1))
     threads = 256
@@ -328,7 +327,7 @@ def render_copy(staging: Staging) -> CopySource:
                                *rest.strides_of("dst")))
     body = _copy_kernel(threads, ctype, f"gett::transpose_tiles<{ctype}, Acc, Op, Index, Offset, {tq}, {tp}, {v}, "
                                         f"{threads}, {ext[inner]}, {ext[fast]}, {s_src[inner]}, {s_dst[fast]}, "
-                                        f"{src_rest}, {dst_rest}>(src, dst, Index({rests}), keep != 0)")
+                                        f"{src_rest}, {dst_rest}>(src, dst, Index({rests}))")
     blocks = -(-ext[inner] // tq) * -(-ext[fast] // tp)
     return CopySource(head + body, (blocks, min(rests, 65535), 1), (threads, 1, 1))
 
@@ -337,4 +336,4 @@ def _copy_kernel(threads: int, ctype: str, call: str) -> str:
     """The copy kernel's definition around ``call``: it first waits for the kernels before it in the
     stream (:mod:`gett.dependent_launch` may launch it before they finish)."""
     return (f"extern \"C\" __global__ void __launch_bounds__({threads}) {COPY_KERNEL_NAME}(const {ctype}* src, "
-            f"{ctype}* dst, unsigned long long keep) {{\n  gett::wait_for_prior_kernels();\n  {call};\n}}\n")
+            f"{ctype}* dst) {{\n  gett::wait_for_prior_kernels();\n  {call};\n}}\n")

@@ -41,26 +41,24 @@ __device__ __forceinline__ V load_global(const V* gmem) {
   return *gmem;
 }
 
-// Stores one vector, with an L2 evict_last policy where `keep` (sm_80+, 16-byte vectors; else a plain store):
-// for data the next kernel reads, which the L2 should keep ahead of that kernel's streamed loads. H100,
-// session 44, calls back to back: #14 (a 60 MB staged copy, then its contraction) 105.8 -> 101.5 us on some
-// machines, -1.2 us on others; the other staged TCCG plans (f16, f32, fused) even; the kernel after #14 even.
-// The host passes keep = 0 where the device sets L2 aside for persisting accesses: evict_last lines are
-// persisting ones there, and the copy's would push the application's own out of the set-aside.
+// Stores one vector with an L2 evict_last policy (sm_80+; elsewhere a plain store): for data the next kernel
+// reads, which the L2 should keep ahead of that kernel's streamed loads. Where the device sets L2 aside for
+// persisting accesses, evict_last lines are persisting ones: they go there, and stay until other persisting
+// lines (the next call's copy) replace them. H100, session 44, calls back to back, #14 (a 60 MB staged copy,
+// then its contraction): 106.0 -> 101.5 us with 9.4 MiB set aside (some machines' default), 106.0 -> 104.6
+// with none; the other staged TCCG plans (f16, f32, fused) and the kernels run after #14 even.
 template <class V>
-__device__ __forceinline__ void store_global_kept(V* gmem, const V& v, bool keep) {
+__device__ __forceinline__ void store_global_kept(V* gmem, const V& v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (sizeof(V) == 16) {
-    if (keep) {
-      unsigned long long policy;
-      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-      uint4 x;
-      memcpy(&x, &v, sizeof(V));
-      asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;\n" ::"l"(gmem), "r"(x.x), "r"(x.y),
-                   "r"(x.z), "r"(x.w), "l"(policy)
-                   : "memory");
-      return;
-    }
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+    uint4 x;
+    memcpy(&x, &v, sizeof(V));
+    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;\n" ::"l"(gmem), "r"(x.x), "r"(x.y),
+                 "r"(x.z), "r"(x.w), "l"(policy)
+                 : "memory");
+    return;
   }
 #endif
   *gmem = v;

@@ -1,8 +1,8 @@
 // Operand staging (gett/staging.py): copy a tensor into a dense layout of the same shape with its modes
 // in another order, so that the contraction kernel reads long aligned runs of it. The destination is
 // dense in its mode order; where an element comes from is an index table (layout.cuh) evaluated on the
-// destination's linear index. The contraction reads the copy right after, so where `keep` the copy's stores
-// ask the L2 to keep their lines (store_global_kept).
+// destination's linear index. The contraction reads the copy right after, so the copy's stores ask the L2 to
+// keep their lines (store_global_kept).
 #pragma once
 #include "copy.cuh"
 #include "grid_dependency.cuh"
@@ -16,7 +16,7 @@ namespace gett {
 // destination element index to its source offset. Op (computed in Acc) is the operand's elementwise op,
 // applied here once per element so that the contraction reads the copy without one.
 template <class T, class Acc, class Op, class Index, class SrcTable, int V, int UNROLL>
-__device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restrict__ dst, Index vectors, bool keep) {
+__device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restrict__ dst, Index vectors) {
   using Vector = Vec<T, V>;
   const Index stride = Index(gridDim.x) * Index(blockDim.x) * Index(UNROLL);
   for (Index first = Index(blockIdx.x) * Index(blockDim.x) * Index(UNROLL) + Index(threadIdx.x); first < vectors;
@@ -30,7 +30,7 @@ __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restri
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const Index i = first + Index(u) * Index(blockDim.x);
-      if (i < vectors) store_global_kept(reinterpret_cast<Vector*>(dst + i * Index(V)), apply_op<Acc, Op>(v[u], true), keep);
+      if (i < vectors) store_global_kept(reinterpret_cast<Vector*>(dst + i * Index(V)), apply_op<Acc, Op>(v[u], true));
     }
   }
 }
@@ -44,7 +44,7 @@ __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restri
 // block's sides, the extents, SQ, DP and every rest offset. A block may span a whole short extent (e.g. 72).
 template <class T, class Acc, class Op, class Index, class Offset, int TQ, int TP, int V, int THREADS,
           long long EQ, long long EP, long long SQ, long long DP, class SrcRest, class DstRest>
-__device__ __forceinline__ void transpose_tiles(const T* __restrict__ src, T* __restrict__ dst, Index rests, bool keep) {
+__device__ __forceinline__ void transpose_tiles(const T* __restrict__ src, T* __restrict__ dst, Index rests) {
   static_assert(TQ % V == 0 && TP % V == 0 && EQ % V == 0 && EP % V == 0, "whole vectors");
   __shared__ T tile[TQ][TP + 1];   // +1: a column of the block spreads over the banks
   using Vector = Vec<T, V>;
@@ -72,8 +72,7 @@ __device__ __forceinline__ void transpose_tiles(const T* __restrict__ src, T* __
         Vector x;
 #pragma unroll
         for (int j = 0; j < V; ++j) x.v[j] = tile[c + j][r];
-        store_global_kept(reinterpret_cast<Vector*>(dst + (to + Offset(p) * Offset(DP) + Offset(q))), apply_op<Acc, Op>(x, true),
-                          keep);
+        store_global_kept(reinterpret_cast<Vector*>(dst + (to + Offset(p) * Offset(DP) + Offset(q))), apply_op<Acc, Op>(x, true));
       }
     }
     __syncthreads();

@@ -149,7 +149,7 @@ def _device_info() -> dict:
         "compute_capability": f"{props.get('major')}.{props.get('minor')}",
         "multiprocessors": props.get("multiProcessorCount"),
         "l2_bytes": props.get("l2CacheSize") or 50 * 2**20,  # H100's, should the driver not say
-        # set aside for persisting accesses: gett's staging copies keep their lines in L2 only where it is 0
+        # set aside for persisting accesses, where gett's staging copies keep their lines (#14 ~3 us faster)
         "l2_persisting_bytes": persisting,
         "memory_bytes": props.get("totalGlobalMem"),
     }

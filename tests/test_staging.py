@@ -168,9 +168,8 @@ def test_copy_kernels_compile(cid, tensor, kernel):
 
 @pytest.mark.parametrize("tensor", ["A", "B"])   # #28: A by transposed blocks, B by runs
 def test_copy_stores_ask_the_l2_to_keep_their_lines(tensor):
-    """Both copy kernels can store with an L2 evict_last policy where the architecture has one (sm_80+),
-    asked by their ``keep`` argument: the contraction reads the copy next (kernels/copy.cuh,
-    store_global_kept); on sm_75 plain stores only."""
+    """Both copy kernels store with an L2 evict_last policy where the architecture has one (sm_80+): the
+    contraction reads the copy next (kernels/copy.cuh, store_global_kept); on sm_75 plain stores."""
     from gett import nvrtc
     from gett.kernel import kernels_dir
     staging = next(st for st in tccg_plan(28).staging if st.tensor == tensor)
@@ -179,32 +178,6 @@ def test_copy_stores_ask_the_l2_to_keep_their_lines(tensor):
     assert "createpolicy.fractional.L2::evict_last" in ptx["sm_90"]
     assert "st.global.L2::cache_hint.v4" in ptx["sm_90"]
     assert "cache_hint" not in ptx["sm_75"] and "st.global.v4" in ptx["sm_75"]
-    assert "unsigned long long keep)" in source
-
-
-class _Runtime:
-    """cupy.cuda.runtime's deviceGetLimit, answering ``limit`` (or raising it, an exception)."""
-    def __init__(self, limit):
-        self.limit, self.asked = limit, []
-
-    def deviceGetLimit(self, which):   # noqa: N802 - CuPy's name
-        self.asked.append(which)
-        if isinstance(self.limit, Exception):
-            raise self.limit
-        return self.limit
-
-
-@pytest.mark.parametrize("limit,keep", [(0, True), (16 << 20, False), (RuntimeError("unsupported limit"), True)])
-def test_copies_keep_their_lines_only_without_a_persisting_l2_set_aside(limit, keep):
-    """A staged call asks the L2 to keep its copies only while no L2 is set aside for persisting accesses
-    (cudaLimitPersistingL2CacheSize, 0x06): there evict_last lines are persisting ones, which would push the
-    application's own out of the set-aside. Where the limit does not exist (before sm_80) the copies' stores
-    are plain anyway."""
-    from gett.launch import keeps_copies_in_l2, persisting_l2_bytes
-    runtime = _Runtime(limit)
-    assert keeps_copies_in_l2(runtime) is keep
-    assert persisting_l2_bytes(runtime) == (limit if isinstance(limit, int) else 0)
-    assert runtime.asked == [0x06, 0x06]
 
 
 def test_transposed_blocks_span_the_destination_runs_where_blocks_remain_enough():
