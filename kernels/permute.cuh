@@ -30,7 +30,8 @@ __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restri
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const Index i = first + Index(u) * Index(blockDim.x);
-      if (i < vectors) store_global_kept(reinterpret_cast<Vector*>(dst + i * Index(V)), apply_op<Acc, Op>(v[u], true));
+      if (i < vectors)
+        store_global_kept(reinterpret_cast<Vector*>(dst + i * Index(V)), apply_op<Acc, Op>(v[u], true));
     }
   }
 }
@@ -72,7 +73,8 @@ __device__ __forceinline__ void transpose_tiles(const T* __restrict__ src, T* __
         Vector x;
 #pragma unroll
         for (int j = 0; j < V; ++j) x.v[j] = tile[c + j][r];
-        store_global_kept(reinterpret_cast<Vector*>(dst + (to + Offset(p) * Offset(DP) + Offset(q))), apply_op<Acc, Op>(x, true));
+        store_global_kept(reinterpret_cast<Vector*>(dst + (to + Offset(p) * Offset(DP) + Offset(q))),
+                          apply_op<Acc, Op>(x, true));
       }
     }
     __syncthreads();

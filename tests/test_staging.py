@@ -174,7 +174,8 @@ def test_copy_stores_ask_the_l2_to_keep_their_lines(tensor):
     from gett.kernel import kernels_dir
     staging = next(st for st in tccg_plan(28).staging if st.tensor == tensor)
     source = render_copy(staging).source
-    ptx = {arch: nvrtc.compile_ptx(source, arch=arch, include_dirs=[str(kernels_dir())]) for arch in ("sm_90", "sm_75")}
+    ptx = {arch: nvrtc.compile_ptx(source, arch=arch, include_dirs=[str(kernels_dir())])
+           for arch in ("sm_90", "sm_75")}
     assert "createpolicy.fractional.L2::evict_last" in ptx["sm_90"]
     assert "st.global.L2::cache_hint.v4" in ptx["sm_90"]
     assert "cache_hint" not in ptx["sm_75"] and "st.global.v4" in ptx["sm_75"]
