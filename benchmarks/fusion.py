@@ -294,7 +294,7 @@ def run_benchmark(args) -> int:
     from tccg_suite import runner
     from tccg_suite.cutensor import Cutensor, load_library
 
-    device = runner._device_info()
+    device = runner.device_info()
     print(f"GPU: {device['name']} (compute capability {device['compute_capability']}); {PRECISION.description}, "
           f"C and D f16, alpha = {ALPHA:g}, beta = {BETA:g}; leaky ReLU ({LEAKY_ALPHA}) on A, B and C", flush=True)
     arch = "sm_" + cupy.cuda.Device().compute_capability

@@ -101,6 +101,7 @@ def main(argv=None) -> int:
     import gett
     from gett.kernel import current_arch
     from tccg_suite.data import Buffers, buffer_sets, reference, relative_error
+    from tccg_suite.runner import device_info
     from tccg_suite.suite import parse_ids, select
     from tccg_suite.timing import median_ms
     configs = [parse_config(c) for c in args.configs.split(",") if c]
@@ -112,11 +113,10 @@ def main(argv=None) -> int:
     dtype, size, flops = {"f16": (numpy.float16, 2, 800e12), "f32": (numpy.float32, 4, 51e12)}[args.dtype]
     staging = {"auto": None, "on": True, "off": False}[args.staging]
     contractions = (select(parse_ids(args.only)) if args.only else []) + twins
-    device = cupy.cuda.Device()
     # the L2 set aside for persisting accesses moves staged plans (#14 by ~4 us: its copy's lines are kept there)
-    print(f"GPU: {cupy.cuda.runtime.getDeviceProperties(device.id)['name'].decode()}, L2 "
-          f"{device.attributes['L2CacheSize'] / 2**20:.0f} MiB, {cupy.cuda.runtime.deviceGetLimit(0x06) / 2**20:.1f} "
-          f"MiB of it set aside for persisting accesses", flush=True)
+    device = device_info()
+    print(f"GPU: {device['name']}, L2 {device['l2_bytes'] / 2**20:.0f} MiB, "
+          f"{device['l2_persisting_bytes'] / 2**20:.1f} MiB of it set aside for persisting accesses", flush=True)
     precompile(contractions, configs, numpy.dtype(dtype).name, beta, ops, args.jobs, staging)
     for c in contractions:
         # as the TCCG runner does: enough buffer sets that no timed call finds its data in L2

@@ -1,8 +1,9 @@
 // Programmatic dependent launch (sm_90): a plan's kernels (staging copies, the contraction, the split-K
 // reduction) run one after another on a stream, and the host launches each with the programmatic-
 // serialisation attribute (the first behind whatever kernel the stream ran before), so that its launch is
-// under way while the kernel before it drains. None triggers the next one early (griddepcontrol.launch_dependents): the next kernel's CTAs,
-// resident while the copy before them ran its last blocks, cost #14 8 us (H100, session 35).
+// under way while the kernel before it drains. None triggers the next one early
+// (griddepcontrol.launch_dependents): the next kernel's CTAs, resident while the copy before them ran its
+// last blocks, cost #14 8 us (H100, session 35).
 #pragma once
 
 namespace gett {

@@ -134,8 +134,8 @@ def _write_json(path: str, data: dict) -> None:
     print(f"JSON: {path}")
 
 
-def _device_info() -> dict:
-    """Name and properties of the current CUDA device."""
+def device_info() -> dict:
+    """Name and properties of the current CUDA device (also for the benchmarks' headers)."""
     import cupy
 
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -221,7 +221,7 @@ def run_benchmark(args: argparse.Namespace, precision: Precision) -> int:
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    device = _device_info()
+    device = device_info()
     print(f"GPU: {device['name']} (compute capability {device['compute_capability']}, "
           f"L2 {device['l2_bytes'] / 2**20:.0f} MiB, {device['l2_persisting_bytes'] / 2**20:.1f} MiB of it set aside "
           f"for persisting accesses); {precision.description}; beta = {args.beta:g}", flush=True)
