@@ -351,17 +351,17 @@ def _producer_tile(plan) -> KernelConfig | None:
     Where K is split (M and N in the hundreds, K in the tens of thousands), the same tile runs one tile a
     CTA, in one round of CTAs (split_k_for; session 25, tune_tccg.py): #13 ``ab-acd-dbc`` 85.6 -> 70.4
     us against 128 x 128 s3 k29, #14 ``ab-cad-dcb`` (A staged) 121.3 -> 113.3.
-    Over several tiles and one batch, the tile for all of K of the operand with fewer tiles stays in shared
-    memory (``resident``: a CTA's tiles share one column, or row) where it fits with stages of the other (B
-    with 5, 4 or 3 of A, A with 4 or 3 of B), which then is all that the tiles after a CTA's first read
-    through L2 (tile_sweep, session 30): B as wide as it is, #15 63.5 -> 53.3 us (3 stages 56.4), #18 70.6 ->
-    55.0 (58.8), #17 73.5 -> 62.4 as 128 x 192 s3 (128 x 128 s4 64.8); A with a narrower width, #16 72.8 ->
-    63.6 as 128 x 128 s4 (128 x 192 s3 65.4). A resident B takes up to 5 stages, a whole next tile of #15/#18's K (5 K tiles) in flight while
-    a tile is stored: #15 52.3 -> 48.3 us, #18 54.6 -> 52.1; a resident A not (#16 62.0 -> 62.9 at 5, 64.0
-    at 6). A resident A's tiles go first to math warpgroups that take them in turn (``pingpong``: one stores a
-    tile while the other multiplies the next), 128 wide (a warpgroup's 128 accumulators a thread) with 5
-    stages: #16 61.0-61.7 -> 56.6-57.3 us (4 stages 58.8-59.0, 6 58.2-58.6; session 38). #15's resident B in
-    turn (128 x 160 s5) measured 47.6-48.1 against 48.1-48.9, so B's keep both warpgroups on one tile."""
+    Over several tiles and one batch, the tile for all of K of the operand with fewer tiles stays in shared memory
+    (``resident``: a CTA's tiles share one column, or row) where it fits with stages of the other (B with 5, 4 or 3 of
+    A, A with 4 or 3 of B), which then is all that the tiles after a CTA's first read through L2 (tile_sweep, session
+    30): B as wide as it is, #15 63.5 -> 53.3 us (3 stages 56.4), #18 70.6 -> 55.0 (58.8), #17 73.5 -> 62.4 as 128 x
+    192 s3 (128 x 128 s4 64.8); A with a narrower width, #16 72.8 -> 63.6 as 128 x 128 s4 (128 x 192 s3 65.4). A
+    resident B takes up to 5 stages, a whole next tile of #15/#18's K (5 K tiles) in flight while a tile is stored:
+    #15 52.3 -> 48.3 us, #18 54.6 -> 52.1; a resident A not (#16 62.0 -> 62.9 at 5, 64.0 at 6). A resident A's tiles
+    go first to math warpgroups that take them in turn (``pingpong``: one stores a tile while the other multiplies the
+    next), 128 wide (a warpgroup's 128 accumulators a thread) with 5 stages: #16 61.0-61.7 -> 56.6-57.3 us (4 stages
+    58.8-59.0, 6 58.2-58.6; session 38). #15's resident B in turn (128 x 160 s5) measured 47.6-48.1 against 48.1-48.9,
+    so B's keep both warpgroups on one tile."""
     from .codegen import shared_bytes, shared_ctas
     if _ops_or_reads_c(plan):
         return None

@@ -226,27 +226,25 @@ class Launcher:
     def _launch(self, A, B, C, D, alpha, beta, stream, maps):
         """Launch on the current device: one kernel, or with split-K the kernel and the reduction. In a
         chain, A, B, C, D are device addresses (ints)."""
-        if self._chain is not None:
-            kernel, reduce = self._chain
-            handle = (stream or self._cupy.cuda.get_current_stream()).ptr
-            if reduce is None:
-                kernel(handle, (A, B, C, D, 0, alpha, beta) + maps)
-                return
-            with stream if stream is not None else contextlib.nullcontext():
-                partials = Scratch(self._cupy, self._partials, handle)
+        chain = self._chain
+        if not self._partials:
+            if chain is not None:
+                chain[0]((stream or self._cupy.cuda.get_current_stream()).ptr, (A, B, C, D, 0, alpha, beta) + maps)
+            else:
+                self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta) + maps,
+                         shared_mem=self._shared, stream=stream)
+            return
+        with stream if stream is not None else contextlib.nullcontext():   # CuPy launches on the current stream
+            handle = self._cupy.cuda.get_current_stream().ptr
+            partials = Scratch(self._cupy, self._partials, handle)
+            if chain is not None:
+                kernel, reduce = chain
                 kernel(handle, (A, B, C, D, partials.ptr, alpha, beta) + maps)
                 reduce(handle, (partials.ptr, C, D, alpha, beta))
-                partials.release(self._cupy)
-            return
-        if not self._partials:
-            self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta) + maps,
-                     shared_mem=self._shared, stream=stream)
-            return
-        with stream if stream is not None else contextlib.nullcontext():
-            partials = Scratch(self._cupy, self._partials, (stream or self._cupy.cuda.get_current_stream()).ptr)
-            address = self._address(partials.ptr)
-            self._fn(self._grid, self._block, (A, B, C, D, address, alpha, beta) + maps, shared_mem=self._shared)
-            self._reduce(self._reduce_grid, self._reduce_block, (address, C, D, alpha, beta))
+            else:
+                address = self._address(partials.ptr)
+                self._fn(self._grid, self._block, (A, B, C, D, address, alpha, beta) + maps, shared_mem=self._shared)
+                self._reduce(self._reduce_grid, self._reduce_block, (address, C, D, alpha, beta))
             partials.release(self._cupy)
 
     def _scalar(self, value):

@@ -178,18 +178,17 @@ def plan_contraction(A, modes_A, B, modes_B, C, modes_C, *, D=None, compute_type
     """Plan ``D[modes_C] = op_out(alpha · Σ op_ab(op_a(A), op_b(B)) + beta · op_c(C))``.
 
     ``A``, ``B``, ``C`` (and optionally ``D``, default: C's layout) are arrays (numpy, CuPy, PyTorch) or
-    :class:`TensorDescriptor` objects; modes are strings (one character per mode) or sequences of
-    int/str labels. ``compute_type`` selects the arithmetic (None: f32 accumulation for f16/bf16/f32,
-    the data type otherwise; "tf32"/"3xtf32" for f32 tensor-core paths). ``alpha``/``beta`` are hints
-    (``beta=0`` tells the planner C is not read). ``op_*`` are elementwise functions (lambdas or
-    :mod:`gett.ops`); ``op_ab`` and ``reduce=(function, identity)`` define a custom semiring.
-    ``broadcast`` lists modes that appear in C only. ``staging``: None lets the planner copy A and/or B
-    into a dense layout first where that pays (:mod:`gett.staging`; the copies take workspace from CuPy's
-    memory pool at each call), False never does, True stages both (where not already dense).
-    ``device_arch`` (e.g. "sm_90") compiles the kernel ahead for that architecture, no GPU needed. ``autotune`` (seconds, or True for 20 s) times candidate
-    kernel configurations on the current GPU first, unless the plan database has this plan already
-    (:func:`gett.tuner.autotune`; without a GPU it warns and plans as usual). Raises subclasses of
-    ``ValueError``/``TypeError`` naming the tensor, mode and values on bad input.
+    :class:`TensorDescriptor` objects; modes are strings (one character per mode) or sequences of int/str labels.
+    ``compute_type`` selects the arithmetic (None: f32 accumulation for f16/bf16/f32, the data type otherwise;
+    "tf32"/"3xtf32" for f32 tensor-core paths). ``alpha``/``beta`` are hints (``beta=0`` tells the planner C is not
+    read). ``op_*`` are elementwise functions (lambdas or :mod:`gett.ops`); ``op_ab`` and ``reduce=(function,
+    identity)`` define a custom semiring. ``broadcast`` lists modes that appear in C only. ``staging``: None lets the
+    planner copy A and/or B into a dense layout first where that pays (:mod:`gett.staging`; the copies take workspace
+    from CuPy's memory pool at each call), False never does, True stages both (where not already dense).
+    ``device_arch`` (e.g. "sm_90") compiles the kernel ahead for that architecture, no GPU needed. ``autotune``
+    (seconds, or True for 20 s) times candidate kernel configurations on the current GPU first, unless the plan
+    database has this plan already (:func:`gett.tuner.autotune`; without a GPU it warns and plans as usual). Raises
+    subclasses of ``ValueError``/``TypeError`` naming the tensor, mode and values on bad input.
     """
     if staging not in (None, True, False):
         raise TypeError(f"staging must be None (the planner decides), True or False, got {staging!r}")

@@ -16,26 +16,25 @@
 
 namespace gett {
 
-// Problem must provide: TA TB TC TD Acc Offset; M N K L K_RUN (long long; K_RUN > 0: TMA loads over K's
-// two modes, K tiles in runs of the first, see produce_tma); tables AM AK AL BN BK BL CM CN CL
-// DM DN DL; index types IndexM IndexN IndexL. Tile: BM BN BK STAGES THREADS GROUP_M; D_M_FAST says
-// whether D's stride-1 mode lies in M (then the epilogue walks m fastest); inside that dimension the
-// walk follows a box of EPI_TX x EPI_TY (EPI_TY along D's stride-1 mode; 1 x BM for a plain walk). With SPLIT > 1 the K tiles
-// are shared out over SPLIT CTAs per output tile, each writing its partial sums to a workspace
-// [SPLIT][L][N][M] (D's stride-1 mode in M) or [SPLIT][L][M][N] that reduce_splits() adds up in a fixed
-// order (deterministic results). EPI_V > 1:
-// each thread moves EPI_V consecutive walk positions, which the planner has checked are contiguous
-// and aligned in both C and D (along the box's second side in a box walk). EPI_CROSS > 1 (plain walks only): D's stride-1 mode
-// is a short run of EPI_RUN along the fast dimension, continued contiguously by the slow dimension's
-// first mode; the walk takes EPI_CROSS slow steps after each run (see WalkCursor). WS: THREADS
-// math threads plus a producer warpgroup that does all the loading (see produce()); with TMA one of
-// its threads does it, a box per operand tile, through the tensor maps of A and B (tma.cuh). PERSIST:
-// a grid of a few CTAs per SM, each running tiles blockIdx.x, blockIdx.x + gridDim.x, ... through one
-// pipeline (run_tiles; with WS, run_tiles_ws), so the next tiles' loads are in flight while a tile's
-// epilogue runs. RESIDENT 'A' or 'B' (PERSIST with WS): a CTA's tiles share one row (column) of tiles,
-// whose A (B) tile, all of K, its first tile loads into shared memory to stay; later tiles load only the
-// other operand's K tiles. PINGPONG (PERSIST with WS, wgmma, two math warpgroups): each math warpgroup
-// takes whole tiles, the CTA's even and odd ones, so one stores a tile while the other multiplies the next.
+// Problem must provide: TA TB TC TD Acc Offset; M N K L K_RUN (long long; K_RUN > 0: TMA loads over K's two
+// modes, K tiles in runs of the first, see produce_tma); tables AM AK AL BN BK BL CM CN CL DM DN DL; index
+// types IndexM IndexN IndexL. Tile: BM BN BK STAGES THREADS GROUP_M; D_M_FAST says whether D's stride-1 mode
+// lies in M (then the epilogue walks m fastest); inside that dimension the walk follows a box of EPI_TX x
+// EPI_TY (EPI_TY along D's stride-1 mode; 1 x BM for a plain walk). With SPLIT > 1 the K tiles are shared out
+// over SPLIT CTAs per output tile, each writing its partial sums to a workspace [SPLIT][L][N][M] (D's
+// stride-1 mode in M) or [SPLIT][L][M][N] that reduce_splits() adds up in a fixed order (deterministic
+// results). EPI_V > 1: each thread moves EPI_V consecutive walk positions, which the planner has checked are
+// contiguous and aligned in both C and D (along the box's second side in a box walk). EPI_CROSS > 1 (plain
+// walks only): D's stride-1 mode is a short run of EPI_RUN along the fast dimension, continued contiguously
+// by the slow dimension's first mode; the walk takes EPI_CROSS slow steps after each run (see WalkCursor).
+// WS: THREADS math threads plus a producer warpgroup that does all the loading (see produce()); with TMA one
+// of its threads does it, a box per operand tile, through the tensor maps of A and B (tma.cuh). PERSIST: a
+// grid of a few CTAs per SM, each running tiles blockIdx.x, blockIdx.x + gridDim.x, ... through one pipeline
+// (run_tiles; with WS, run_tiles_ws), so the next tiles' loads are in flight while a tile's epilogue runs.
+// RESIDENT 'A' or 'B' (PERSIST with WS): a CTA's tiles share one row (column) of tiles, whose A (B) tile, all
+// of K, its first tile loads into shared memory to stay; later tiles load only the other operand's K tiles.
+// PINGPONG (PERSIST with WS, wgmma, two math warpgroups): each math warpgroup takes whole tiles, the CTA's
+// even and odd ones, so one stores a tile while the other multiplies the next.
 template <class P, class LoadA, class LoadB, class Math, class OpC, class OpOut, int BM, int BN, int BK,
           int STAGES, int THREADS, int GROUP_M, bool D_M_FAST, int EPI_TX, int EPI_TY, int SPLIT, int EPI_V = 1,
           int EPI_RUN = (D_M_FAST ? BM : BN), int EPI_CROSS = 1, bool WS = false, bool TMA = false,

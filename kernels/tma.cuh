@@ -97,9 +97,10 @@ struct TmaStore {
   }
 };
 
-// One stage of an operand tile of ROWS x BK 16-bit elements: K-major tiles are one box of BK x ROWS
-// (K innermost, one 128-byte line a row), two of half the rows past 256 (the TMA's longest box side); MN-major tiles are ROWS / 64 boxes of 64 rows x BK, each
-// BK lines of 128 bytes (the layout of loader.cuh's swizzled tiles).
+// One stage of an operand tile of ROWS x BK 16-bit elements: K-major tiles are one box of BK x ROWS (K
+// innermost, one 128-byte line a row), two of half the rows past 256 (the TMA's longest box side); MN-major
+// tiles are ROWS / 64 boxes of 64 rows x BK, each BK lines of 128 bytes (the layout of loader.cuh's swizzled
+// tiles).
 // K_SPLIT: the map's third dimension is K's second mode, at k1 (gett/tma.py, k_run); k0 then counts
 // along K's first.
 template <class T, int ROWS, int BK, bool ROW_CONTIG, bool K_SPLIT = false>
