@@ -196,6 +196,7 @@ def _module():
     function = types.ModuleType("cupy.cuda.function")
     function.CIntptr, function.CNumpyArray = CIntptr, CNumpyArray
     cuda.runtime, cuda.function, cuda.Device, cuda.Stream = runtime, function, Device, Stream
+    cuda.get_current_stream = lambda: Stream.null
     cupy.cuda = cuda
     return {"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.runtime": runtime, "cupy.cuda.function": function}
 

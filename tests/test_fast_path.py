@@ -146,6 +146,30 @@ def test_alpha_and_beta_go_by_value(cupy):
         assert args[5].value.dtype == np.float32
 
 
+def test_split_k_launches_the_kernel_then_the_reduction_on_one_scratch(cupy):
+    from gett.codegen import REDUCE_NAME
+    from gett.config import KernelConfig
+    A, B, C, D = cupy.ndarray((64, 512)), cupy.ndarray((512, 32)), cupy.ndarray((64, 32)), cupy.ndarray((64, 32))
+    plan = gett.plan_contraction(A, "ik", B, "kj", C, "ij", D=D,
+                                 config=KernelConfig("simt", 64, 64, 32, 3, tm=4, tn=4, split_k=4))
+    requested, empty = [], cupy.empty
+
+    def recording(shape, dtype=np.float32):
+        requested.append((shape, np.dtype(dtype)))
+        return empty(shape, dtype)
+    cupy.empty = recording
+    for _ in range(2):
+        requested.clear()
+        gett.contract(plan, 1.0, A, B, 0.5, C, D)
+        kernel, reduce = cupy.state.launches[-2:]
+        assert kernel[0] != REDUCE_NAME and reduce[0] == REDUCE_NAME
+        partials = kernel[4][4].value
+        assert partials != 0 and reduce[4][0].value == partials   # the partial sums the kernel wrote
+        assert launched_pointers(kernel) == (A.data.ptr, B.data.ptr, C.data.ptr, D.data.ptr)
+        assert (reduce[4][1], reduce[4][2]) == (C, D)   # the reduction reads C and writes D
+        assert requested == [(4 * 64 * 32 * 4, np.dtype(np.uint8))]   # every split's f32 sums, in one allocation
+
+
 def test_threads_launch_on_their_own_arrays(cupy):
     A0, B0, out0 = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
     gett.einsum("ij,jk->ik", A0, B0, out=out0)   # compile outside the threads
