@@ -48,7 +48,10 @@ constexpr int KV = int(K / 8);                    // a row of B (or dense A') in
 
 // Chunk j is c-block j of every d, K tiles in K order (64 consecutive k = d + 312 c); A' dense.
 struct CChunks {
-  static constexpr int CHUNKS = (E + CB - 1) / CB, CW = CB, PITCH = E;
+  static constexpr int CHUNKS = (E + CB - 1) / CB, CW = CB, PITCH = E, PACED = 1;
+  __device__ static int a0(int) { return 0; }
+  __device__ static int a_count(int) { return E; }
+  __device__ static bool owns(int, int) { return true; }
   __device__ static int c0(int j) { return j * CB; }
   __device__ static int cw(int j) { return min(E - j * CB, CB); }
   __device__ static int d_block0(int) { return 0; }
@@ -64,7 +67,10 @@ struct CChunks {
 // reads A's whole 624-byte c-runs (its planes of one d are contiguous) and writes A' with c's stride padded to
 // 320, each piece one whole 128-byte line; B's pieces are not aligned.
 struct DChunks {
-  static constexpr int CHUNKS = D_BLOCKS, CW = E, PITCH = P;
+  static constexpr int CHUNKS = D_BLOCKS, CW = E, PITCH = P, PACED = 1;
+  __device__ static int a0(int) { return 0; }
+  __device__ static int a_count(int) { return E; }
+  __device__ static bool owns(int, int) { return true; }
   __device__ static int c0(int) { return 0; }
   __device__ static int cw(int) { return E; }
   __device__ static int d_block0(int j) { return j; }
@@ -73,6 +79,24 @@ struct DChunks {
   __device__ static int parts(int j) { return j * DB + DB <= E ? 8 : (E - j * DB) / 8; }   // 56 d: 7 vectors
   __device__ static const uint4* vector(const Args& g, int j, int t, bool a, int row, int part) {
     return a ? g.Ap + row * KPV + (P * t + DB * j) / 8 + part : g.B + row * KV + (E * t + DB * j) / 8 + part;
+  }
+};
+
+// Chunk j is M tile j (a in [128 j, 128 j + 128)), copied in whole c-runs and in production's order (a slowest);
+// a reader reads only its own M tile's chunk, all of K, so the first M tile's readers start after 41% of the copy.
+struct MChunks {
+  static constexpr int CHUNKS = (E + 127) / 128, CW = E, PITCH = E, PACED = 0;
+  __device__ static int a0(int j) { return 128 * j; }
+  __device__ static int a_count(int j) { return min(128, E - 128 * j); }
+  __device__ static bool owns(int j, int m) { return j == m; }
+  __device__ static int c0(int) { return 0; }
+  __device__ static int cw(int) { return E; }
+  __device__ static int d_block0(int) { return 0; }
+  __device__ static int d_blocks(int) { return D_BLOCKS; }
+  __device__ static int k_tiles(int) { return int(K / KT); }
+  __device__ static int parts(int) { return 8; }
+  __device__ static const uint4* vector(const Args& g, int, int t, bool a, int row, int part) {
+    return (a ? g.Ap : g.B) + row * KV + t * (KT / 8) + part;
   }
 };
 
@@ -106,10 +130,10 @@ __device__ void copier(const Args& g, int q) {
   const uint16_t* A = reinterpret_cast<const uint16_t*>(g.A);
   uint16_t* Ap = reinterpret_cast<uint16_t*>(g.Ap);
   for (int j = 0; j < L::CHUNKS; ++j) {
-    if (g.overlapped && j >= 2) wait_at_least(g.done + j - 2, g.readers);   // at most two chunks unread
-    const int c0 = L::c0(j), cw = L::cw(j), cv = cw / 8, groups = E / TPI;
+    if (L::PACED && g.overlapped && j >= 2) wait_at_least(g.done + j - 2, g.readers);   // two chunks unread at most
+    const int c0 = L::c0(j), cw = L::cw(j), cv = cw / 8, groups = L::a_count(j) / TPI;
     for (int item = q; item < groups * L::d_blocks(j); item += g.copiers) {
-      const int a0 = item % groups * TPI, d0 = (L::d_block0(j) + item / groups) * DB, dw = min(E - d0, DB);
+      const int a0 = L::a0(j) + item % groups * TPI, d0 = (L::d_block0(j) + item / groups) * DB, dw = min(E - d0, DB);
       uint4 r[LOADS];
 #pragma unroll
       for (int i = 0; i < LOADS; ++i) {
@@ -151,7 +175,8 @@ __device__ void reader(const Args& g, int r, uint4* smem) {
   const int m0 = m * g.bm, rows_m = min(E - m0, g.bm), n0 = n * g.bn, rows_n = min(NB - n0, g.bn);
   const int rows = rows_m + rows_n, part = threadIdx.x % 8;
   for (int j = 0; j < L::CHUNKS; ++j) {
-    if (g.overlapped) wait_at_least(g.ready + j, E * L::d_blocks(j));
+    if (!L::owns(j, m)) continue;
+    if (g.overlapped) wait_at_least(g.ready + j, L::a_count(j) * L::d_blocks(j));
     const int tiles = L::k_tiles(j), t0 = tiles * s / g.splits, t1 = tiles * (s + 1) / g.splits;
     for (int t = t0; t < t1 + STAGES - 1; ++t) {
       if (t < t1) {
@@ -223,6 +248,10 @@ int main() {
   one_carveout(copy_kernel<CChunks, 2>, false);
   one_carveout(copy_kernel<CChunks, 4>, false);
   one_carveout(copy_kernel<DChunks, 1>, false);
+  one_carveout(copy_kernel<MChunks, 1>, false);
+  one_carveout(read_kernel<MChunks, 2>, true);
+  one_carveout(read_kernel<MChunks, 3>, true);
+  one_carveout(read_kernel<MChunks, 4>, true);
   one_carveout(read_kernel<CChunks, 2>, true);
   one_carveout(read_kernel<CChunks, 3>, true);
   one_carveout(read_kernel<CChunks, 4>, true);
@@ -235,8 +264,8 @@ int main() {
   cudaEvent_t e0, e1, e2; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1)); CK(cudaEventCreate(&e2));
 
   // only: 1 the copy alone, 2 the readers alone; copiers: CTAs an SM; tpi: a copy item's a (c-chunks);
-  // d: the d-chunks (A' padded)
-  struct Arm { const char* name; int overlapped, keep, discard, nt, bn, splits, stages, copiers, only, tpi, d; };
+  // layout: 0 c-chunks, 1 d-chunks (A' padded), 2 m-chunks
+  struct Arm { const char* name; int overlapped, keep, discard, nt, bn, splits, stages, copiers, only, tpi, layout; };
   const int sms = prop.multiProcessorCount;
   const Arm arms[] = {
       {"c-chunks: copy alone + evict_last", 0, 1, 0, 2, 160, 21, 4, 2, 1, 2, 0},
@@ -252,6 +281,13 @@ int main() {
       {"d-chunks: overlapped + evict_last, 2 copiers, 128 x 160 k21 s3", 1, 1, 0, 2, 160, 21, 3, 2, 0, 0, 1},
       {"d-chunks: overlapped + evict_last + discard, 2 copiers, 128 x 296 k44 s2", 1, 1, 1, 1, 296, 44, 2, 2, 0, 0, 1},
       {"d-chunks: overlapped + evict_last + discard, 128 x 296 k44 s3", 1, 1, 1, 1, 296, 44, 3, 1, 0, 0, 1},
+      {"m-chunks: copy alone + evict_last", 0, 1, 0, 2, 160, 21, 3, 1, 1, 0, 2},
+      {"m-chunks: copy alone + evict_last, 2 copiers an SM", 0, 1, 0, 2, 160, 21, 3, 2, 1, 0, 2},
+      {"m-chunks: readers alone, 128 x 160 k21 s3", 0, 0, 0, 2, 160, 21, 3, 2, 2, 0, 2},
+      {"m-chunks: sequential + evict_last, 2 copiers, 128 x 160 k21 s3", 0, 1, 0, 2, 160, 21, 3, 2, 0, 0, 2},
+      {"m-chunks: overlapped + evict_last, 2 copiers, 128 x 160 k21 s3", 1, 1, 0, 2, 160, 21, 3, 2, 0, 0, 2},
+      {"m-chunks: overlapped + evict_last, 1 copier, 128 x 160 k21 s4", 1, 1, 0, 2, 160, 21, 4, 1, 0, 0, 2},
+      {"m-chunks: overlapped + evict_last + discard, 2 copiers, 128 x 296 k44 s2", 1, 1, 1, 1, 296, 44, 2, 2, 0, 0, 2},
   };
   for (const Arm& arm : arms) {
     Args g{A, Ap, B, flags, flags + MAX_CHUNKS, sink, arm.copiers * sms, 3 * arm.nt * arm.splits, 3, arm.nt, arm.splits,
@@ -266,7 +302,8 @@ int main() {
       CK(cudaEventRecord(e0, s1));
       CK(cudaStreamWaitEvent(s2, e0));
       auto copy = [&](cudaStream_t st) {
-        if (arm.d) copy_kernel<DChunks, 1><<<g.copiers, THREADS, 0, st>>>(g);
+        if (arm.layout == 2) copy_kernel<MChunks, 1><<<g.copiers, THREADS, 0, st>>>(g);
+        else if (arm.layout == 1) copy_kernel<DChunks, 1><<<g.copiers, THREADS, 0, st>>>(g);
         else if (arm.tpi == 4) copy_kernel<CChunks, 4><<<g.copiers, THREADS, 0, st>>>(g);
         else copy_kernel<CChunks, 2><<<g.copiers, THREADS, 0, st>>>(g);
       };
@@ -274,7 +311,8 @@ int main() {
       // stream; copiers and readers wait on each other, so all must be resident (copiers first could fill SMs).
       if (arm.only != 2 && !arm.overlapped) copy(s1);
       if (arm.only != 1) {
-        if (arm.d) read<DChunks>(arm.stages, g, smem, s1);
+        if (arm.layout == 2) read<MChunks>(arm.stages, g, smem, s1);
+        else if (arm.layout == 1) read<DChunks>(arm.stages, g, smem, s1);
         else read<CChunks>(arm.stages, g, smem, s1);
       }
       if (arm.overlapped) copy(s2);
@@ -290,7 +328,7 @@ int main() {
       CK(cudaMemcpy(ha.data(), A, a_bytes, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(hp.data(), Ap, ap_bytes, cudaMemcpyDeviceToHost));
       long long bad = 0;
-      const long long pitch = arm.d ? P : E;   // A' c stride
+      const long long pitch = arm.layout == 1 ? P : E;   // A' c stride
       for (long long i = 0; i < (long long)ha.size(); i += 97) {
         const long long c = i % E, a = (i / E) % E, d = i / K;
         bad += hp[d + pitch * (c + E * a)] != ha[i];
