@@ -7,8 +7,9 @@
 //     for it, the copy stays at most two chunks ahead of the readers;
 //   + evict_last on the copy's stores; + discard: a reader drops each A' line from L2 once it has landed (one
 //     reader a line: 128 x 296 tiles), so that A' need not be written back.
-// Two chunkings: c-chunks (c-blocks of 64 in K order; the copy reads A in 128-byte pieces of its c-runs) and
-// d-chunks (d-block j of every c: the copy reads whole c-runs, A' gets c's stride padded to 320).
+// Three chunkings: c-chunks (c-blocks of 64 in K order; the copy reads A in 128-byte pieces of its c-runs),
+// d-chunks (d-block j of every c: the copy reads whole c-runs, A' gets c's stride padded to 320) and m-chunks
+// (M tile j: the whole-run copy in production's order; a reader waits only for its own M tile's rows).
 // Session 45 (benchmarks/NOTES.md, results/overlapped_copy_session45.txt).
 //   nvcc -O3 -arch=sm_90a -std=c++17 -o overlapped_copy benchmarks/probes/overlapped_copy.cu && ./overlapped_copy
 #include <cuda_runtime.h>
