@@ -38,8 +38,8 @@ constexpr int THREADS = 256;
 
 struct Args {
   const uint4* A; uint4* Ap; const uint4* B;      // A, A' and B as 16-byte vectors
-  int* ready; int* done; int* sink;               // per chunk: copy tiles written, readers finished
-  int copiers, readers, mt, nt, splits, bm, bn;   // grid roles and the readers' tiling
+  int* ready; int* done;                          // per chunk: copy tiles written, readers finished
+  int copiers, readers, nt, splits, bm, bn;       // grid roles and the readers' tiling (3 M tiles)
   int overlapped, keep, discard;
 };
 
@@ -233,9 +233,9 @@ int main() {
   setvbuf(stdout, nullptr, _IONBF, 0);
   const size_t a_bytes = (size_t)E * K * 2, b_bytes = (size_t)NB * K * 2, flush_bytes = 256u << 20;
   const size_t ap_bytes = (size_t)E * E * P * 2;   // room for the padded layout
-  uint4 *A, *Ap, *B; char* flush; int *flags, *sink;
+  uint4 *A, *Ap, *B; char* flush; int* flags;
   CK(cudaMalloc(&A, a_bytes)); CK(cudaMalloc(&Ap, ap_bytes)); CK(cudaMalloc(&B, b_bytes));
-  CK(cudaMalloc(&flush, flush_bytes)); CK(cudaMalloc(&flags, 2 * MAX_CHUNKS * sizeof(int))); CK(cudaMalloc(&sink, 4));
+  CK(cudaMalloc(&flush, flush_bytes)); CK(cudaMalloc(&flags, 2 * MAX_CHUNKS * sizeof(int)));
   {
     std::vector<uint16_t> h(a_bytes / 2);
     for (size_t i = 0; i < h.size(); ++i) h[i] = uint16_t(i * 2654435761u >> 7);
@@ -291,7 +291,7 @@ int main() {
       {"m-chunks: overlapped + evict_last + discard, 2 copiers, 128 x 296 k44 s2", 1, 1, 1, 1, 296, 44, 2, 2, 0, 0, 2},
   };
   for (const Arm& arm : arms) {
-    Args g{A, Ap, B, flags, flags + MAX_CHUNKS, sink, arm.copiers * sms, 3 * arm.nt * arm.splits, 3, arm.nt, arm.splits,
+    Args g{A, Ap, B, flags, flags + MAX_CHUNKS, arm.copiers * sms, 3 * arm.nt * arm.splits, arm.nt, arm.splits,
            128, arm.bn, arm.overlapped, arm.keep, arm.discard};
     const size_t smem = size_t(arm.stages) * (128 + arm.bn) * KT * 2;
     std::vector<float> ms;
