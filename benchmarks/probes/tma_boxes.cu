@@ -2,7 +2,8 @@
 // each stage's boxes, a consumer warpgroup releases the stage unread; L2 is evicted (a 256 MB read) before each
 // launch; median of 20. Modes: 0, #14 (ab-cad-dcb) without staging, K blocks of c:LC x d:LD read by each operand in
 // its own order (A box (LC, MT, LD), B box (LD, LC, NT): rows of 16-64 bytes); 1, #14's staged kernel's boxes
-// (A' and B both d fastest: 128-byte rows); 2, #13 (ab-acd-dbc) as its wide kernel loads it (128 x 296, K runs of d).
+// (A' and B both d fastest: 128-byte rows); 2, #13 (ab-acd-dbc) as its wide kernel loads it (MT x NT, K runs of d;
+//   A in boxes of 64 a, B in boxes of NT columns up to 256, else 148).
 // Session 39 (benchmarks/NOTES.md): mode 0 ran 170-290 us against mode 1's 62-67.
 //   nvcc -O3 -arch=sm_90a -std=c++17 -o tma_boxes benchmarks/probes/tma_boxes.cu
 //   ./tma_boxes MODE LC LD MT NT STAGES SPLITS C_INNER L2PROMO [MODE ...]   (PAD_KB=n: more shared memory)
@@ -46,6 +47,9 @@ __device__ __forceinline__ void tma3(void* dst, const CUtensorMap* m, int x, int
       : "memory");
 }
 
+// #13's B tile as boxes of at most 256 rows: 296 columns as two of 148
+__host__ __device__ inline int b_box_rows(int nt) { return nt <= 256 ? nt : 148; }
+
 __global__ void __launch_bounds__(256) probe(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb,
                                              Cfg cfg, int* sink) {
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -83,7 +87,8 @@ __global__ void __launch_bounds__(256) probe(const __grid_constant__ CUtensorMap
           tma3(st + a_bytes, &mb, db * 64, cb, n0, &full[s]);
         } else {   // #13: A (a, c, d) boxes (64 a, 1, 64 d); B (d, b, c) boxes (64 d, 148 b, 1)
           for (int j = 0; j < cfg.mt / 64; ++j) tma3(st + j * 8192, &ma, m0 + 64 * j, cb, db * 64, &full[s]);
-          for (int j = 0; j < cfg.nt / 148; ++j) tma3(st + a_bytes + j * 152 * 128, &mb, db * 64, n0 + 148 * j, cb, &full[s]);
+          const int nb = b_box_rows(cfg.nt);
+          for (int j = 0; j < cfg.nt / nb; ++j) tma3(st + a_bytes + j * ((nb + 7) / 8 * 1024), &mb, db * 64, n0 + nb * j, cb, &full[s]);
         }
       }
     }
@@ -169,7 +174,7 @@ int main(int argc, char** argv) {
       mb = make_map(B, 312, 312, 296, 624, 624ull * 312, c.ld, c.lc, c.nt, promo);
     } else if (c.mode == 2) {   // #13: A (a, c, d), B (d, b, c)
       ma = make_map(A, 312, 296, 312, 624, 624ull * 296, 64, 1, 64, promo);
-      mb = make_map(B, 312, 296, 296, 624, 624ull * 296, 64, 148, 1, promo);
+      mb = make_map(B, 312, 296, 296, 624, 624ull * 296, 64, b_box_rows(c.nt), 1, promo);
     } else {             // A' (d, c, a), B (d, c, b)
       ma = make_map(A, 312, 312, 312, 624, 624ull * 312, 64, 1, c.mt, promo);
       mb = make_map(B, 312, 312, 296, 624, 624ull * 312, 64, 1, c.nt, promo);
