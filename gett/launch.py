@@ -120,7 +120,7 @@ class Launcher:
     reduction) go through :mod:`gett.dependent_launch` instead, each launched while the kernel before it
     on the stream drains."""
     __slots__ = ("_fn", "_grid", "_block", "_shared", "_acc", "_device", "_torch_stream", "_cupy",
-                 "_partials", "_reduce", "_reduce_grid", "_reduce_block", "_address", "_by_value",
+                 "partials_bytes", "_reduce", "_reduce_grid", "_reduce_block", "_address", "_by_value",
                  "_null", "_scalars", "_get_device", "_maps", "_chain")
 
     def __init__(self, plan, device: int, kind: str, chained: bool | None = None):
@@ -129,6 +129,7 @@ class Launcher:
 
         from .kernel import current_arch
         self._device, self._cupy, self._fn, self._chain = device, cupy, None, None
+        self.partials_bytes = 0   # split-K's partial sums: a CTA's for each of its tile's elements
         self._address, self._null, self._scalars = CIntptr, CIntptr(0), {}
         self._torch_stream = _torch_stream_getter() if kind == "torch" else None
         # With one device it is always the current one: no need to ask on every call.
@@ -142,9 +143,8 @@ class Launcher:
             cfg = kernel.config
             outputs = plan.m * plan.n * plan.batch
             self._acc = _ACC_NUMPY[plan.compute_type.name]
-            # bytes of the split-K partial sums: a CTA's for each of its tile's elements
-            self._partials = cfg.split_k * outputs * np.dtype(self._acc).itemsize if cfg.split_k > 1 else 0
-            if self._partials:
+            if cfg.split_k > 1:
+                self.partials_bytes = cfg.split_k * outputs * np.dtype(self._acc).itemsize
                 from .codegen import REDUCE_NAME, REDUCE_THREADS, reduce_grid
                 self._reduce = _function(kernel, REDUCE_NAME, device)
                 self._reduce_grid = reduce_grid(plan, cfg)
@@ -172,7 +172,7 @@ class Launcher:
             self._chain = (
                 dependent_launch.DependentLaunch(self._fn.ptr, self._grid, self._block, self._shared, arguments),
                 dependent_launch.DependentLaunch(self._reduce.ptr, self._reduce_grid, self._reduce_block, 0, 5)
-                if self._partials else None)
+                if self.partials_bytes else None)
 
     def __call__(self, A, B, C, D, alpha, beta) -> None:
         """Launch on ``A``, ``B``, ``C``, ``D``: arrays of the launcher's kind laid out as the plan's
@@ -188,18 +188,19 @@ class Launcher:
             A, B, C, D = address(A.data_ptr()), address(B.data_ptr()), address(C.data_ptr()), address(D.data_ptr())
         self._dispatch(A, B, C, D, alpha, beta, self.stream(), maps)
 
-    def at_addresses(self, a: int, b: int, c: int, d: int, alpha, beta) -> None:
+    def at_addresses(self, a: int, b: int, c: int, d: int, alpha, beta, partials: int = 0) -> None:
         """Launch on device addresses, for arrays of mixed kinds (e.g. torch bf16 inputs, a CuPy output),
-        on the stream of the launcher's kind."""
+        on the stream of the launcher's kind. ``partials``: the address of ``partials_bytes`` of scratch
+        memory the caller holds until the launch is enqueued (0: a split-K call allocates its own)."""
         if self._fn is None:
             return
         stream = self.stream()
         maps = () if self._maps is None else self._maps(a, b, d)
         if self._chain is not None:
-            self._dispatch(a, b, c, d, alpha, beta, stream, maps)
+            self._dispatch(a, b, c, d, alpha, beta, stream, maps, partials)
             return
         address = self._address
-        self._dispatch(address(a), address(b), address(c), address(d), alpha, beta, stream, maps)
+        self._dispatch(address(a), address(b), address(c), address(d), alpha, beta, stream, maps, partials)
 
     def stream(self):
         """The stream launches go to: PyTorch's current one (a CuPy view) for torch, else None (CuPy's)."""
@@ -207,27 +208,30 @@ class Launcher:
             return None
         return _external_stream(self._torch_stream(self._device), self._device)
 
-    def _dispatch(self, A, B, C, D, alpha, beta, stream, maps):
-        """``maps``: the tensor maps of a TMA kernel (A and B, A, or D: gett.tensor_map), else ()."""
+    def _dispatch(self, A, B, C, D, alpha, beta, stream, maps, partials=0):
+        """``maps``: the tensor maps of a TMA kernel (A and B, A, or D: gett.tensor_map), else ();
+        ``partials``: as :meth:`at_addresses` takes it."""
         scalars = self._scalars
         try:
             alpha, beta = scalars[alpha], scalars[beta]
         except (KeyError, TypeError):   # a value met for the first time, or unhashable (a 0-d array)
             alpha, beta = self._scalar(alpha), self._scalar(beta)
         if self._get_device is not None and self._get_device() != self._device:
-            with self._cupy.cuda.Device(self._device):   # the module is loaded in that device's context,
-                self._launch(A, B, C, D, alpha, beta, stream, maps)   # and CuPy's current stream is per device
-        elif self._partials or self._chain is not None:
-            self._launch(A, B, C, D, alpha, beta, stream, maps)
+            # the module is loaded in that device's context, and CuPy's current stream is per device
+            with self._cupy.cuda.Device(self._device):
+                self._launch(A, B, C, D, alpha, beta, stream, maps, partials)
+        elif self.partials_bytes or self._chain is not None:
+            self._launch(A, B, C, D, alpha, beta, stream, maps, partials)
         else:   # the common case, without the call of _launch
             self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta) + maps,
                      shared_mem=self._shared, stream=stream)
 
-    def _launch(self, A, B, C, D, alpha, beta, stream, maps):
-        """Launch on the current device: one kernel, or with split-K the kernel and the reduction. In a
-        chain, A, B, C, D are device addresses (ints)."""
+    def _launch(self, A, B, C, D, alpha, beta, stream, maps, partials):
+        """Launch on the current device: one kernel, or with split-K the kernel and the reduction, their
+        partial sums at ``partials`` (0: in scratch memory of this call). In a chain, A, B, C, D are device
+        addresses (ints)."""
         chain = self._chain
-        if not self._partials:
+        if not self.partials_bytes:
             if chain is not None:
                 chain[0]((stream or self._cupy.cuda.get_current_stream()).ptr, (A, B, C, D, 0, alpha, beta) + maps)
             else:
@@ -236,16 +240,18 @@ class Launcher:
             return
         with stream if stream is not None else contextlib.nullcontext():   # CuPy launches on the current stream
             handle = self._cupy.cuda.get_current_stream().ptr
-            partials = Scratch(self._cupy, self._partials, handle)
+            scratch = None if partials else Scratch(self._cupy, self.partials_bytes, handle)
+            partials = partials or scratch.ptr
             if chain is not None:
                 kernel, reduce = chain
-                kernel(handle, (A, B, C, D, partials.ptr, alpha, beta) + maps)
-                reduce(handle, (partials.ptr, C, D, alpha, beta))
+                kernel(handle, (A, B, C, D, partials, alpha, beta) + maps)
+                reduce(handle, (partials, C, D, alpha, beta))
             else:
-                address = self._address(partials.ptr)
+                address = self._address(partials)
                 self._fn(self._grid, self._block, (A, B, C, D, address, alpha, beta) + maps, shared_mem=self._shared)
                 self._reduce(self._reduce_grid, self._reduce_block, (address, C, D, alpha, beta))
-            partials.release(self._cupy)
+            if scratch is not None:
+                scratch.release(self._cupy)
 
     def _scalar(self, value):
         """``value`` (alpha or beta) as a by-value kernel argument of the accumulator type; the few values
@@ -261,11 +267,15 @@ class Launcher:
         return arg
 
 
+SCRATCH_ALIGN = 256   # bytes: each piece of a call's scratch memory starts on whole L2 lines, as its own array would
+
+
 class StagedLauncher:
     """A staged plan (:mod:`gett.staging`) on one device and array kind: each call copies the staged
     operands into :class:`Scratch` memory, then runs the staged plan's :class:`Launcher` on the copies.
+    The copies and the staged plan's split-K partials share one allocation (one capture query a call).
     Same call interface as :class:`Launcher`."""
-    __slots__ = ("_copies", "_cupy", "_device", "_inner")
+    __slots__ = ("_copies", "_cupy", "_device", "_inner", "_offsets", "_scratch_bytes")
 
     def __init__(self, plan, device: int, kind: str):
         import cupy
@@ -278,6 +288,10 @@ class StagedLauncher:
             self._copies = tuple(_StagingCopy(st, k, _function(k, k.name, device), chained)
                                  for st, k in zip(plan.staging, kernels))
         self._cupy, self._device = cupy, device
+        # the copies' offsets in the call's scratch memory, then the partials'
+        sizes = [copy.nbytes for copy in self._copies] + [self._inner.partials_bytes]
+        ends = np.cumsum([-(-size // SCRATCH_ALIGN) * SCRATCH_ALIGN for size in sizes]).tolist()
+        self._offsets, self._scratch_bytes = [0] + ends[:-1], ends[-1]
 
     def __call__(self, A, B, C, D, alpha, beta) -> None:
         self.at_addresses(_pointer(A), _pointer(B), _pointer(C), _pointer(D), alpha, beta)
@@ -286,16 +300,13 @@ class StagedLauncher:
         stream = self._inner.stream()
         operands = {"A": a, "B": b}
         with self._cupy.cuda.Device(self._device), stream if stream is not None else contextlib.nullcontext():
-            handle = self._cupy.cuda.get_current_stream().ptr
-            workspace = []   # released once the staged kernel is launched
-            for copy in self._copies:
-                to = Scratch(self._cupy, copy.nbytes, handle)
-                copy.launch(operands[copy.tensor], to.ptr)
-                operands[copy.tensor] = to.ptr
-                workspace.append(to)
-            self._inner.at_addresses(operands["A"], operands["B"], c, d, alpha, beta)
-            for to in workspace:
-                to.release(self._cupy)
+            scratch = Scratch(self._cupy, self._scratch_bytes, self._cupy.cuda.get_current_stream().ptr)
+            for copy, offset in zip(self._copies, self._offsets):
+                copy.launch(operands[copy.tensor], scratch.ptr + offset)
+                operands[copy.tensor] = scratch.ptr + offset
+            partials = scratch.ptr + self._offsets[-1] if self._inner.partials_bytes else 0
+            self._inner.at_addresses(operands["A"], operands["B"], c, d, alpha, beta, partials)
+            scratch.release(self._cupy)   # once the staged kernel is launched
 
 
 class _StagingCopy:
