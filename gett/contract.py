@@ -77,7 +77,9 @@ def _signature_key(plan, A, B, C, D):
         return None
     signature = kind.signature
     try:
-        return (id(plan), signature(A), signature(B), signature(C), kind.out_signature(D))
+        c = signature(C)   # in place (D is C), the one signature serves both where a kind's are the same
+        d = c if D is C and kind.out_signature is signature else kind.out_signature(D)
+        return (id(plan), signature(A), signature(B), c, d)
     except (TypeError, AttributeError):   # e.g. a CPU tensor: the checks say what is wrong
         return None
 

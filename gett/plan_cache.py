@@ -24,21 +24,28 @@ class CacheInfo(NamedTuple):
 
 
 class LRUCache:
-    """A dictionary of at most ``maxsize`` entries that forgets the least recently used one first."""
+    """A dictionary of at most ``maxsize`` entries that forgets the least recently used one first.
+
+    A hit on the entry the last hit found returns it without a lookup: that entry is the most recent
+    already (a loop of one cached call pays one key comparison, not two hashes of its key)."""
 
     def __init__(self, maxsize: int):
         self._data: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self._maxsize = _check_size(maxsize)
         self._hits = self._misses = 0
+        self._newest = _NONE   # (key, value) of the last hit, while it is the most recent entry
 
     def get(self, key, default=None) -> Any:
         with self._lock:
-            value = self._data.get(key, _MISSING)
-            if value is _MISSING:
-                self._misses += 1
-                return default
-            self._data.move_to_end(key)
+            newest, value = self._newest
+            if key != newest:
+                value = self._data.get(key, _MISSING)
+                if value is _MISSING:
+                    self._misses += 1
+                    return default
+                self._data.move_to_end(key)
+                self._newest = (key, value)
             self._hits += 1
             return value
 
@@ -47,6 +54,7 @@ class LRUCache:
         with self._lock:
             kept = self._data.setdefault(key, value)
             self._data.move_to_end(key)
+            self._newest = _NONE
             while len(self._data) > self._maxsize:
                 self._data.popitem(last=False)
             return kept
@@ -55,10 +63,12 @@ class LRUCache:
         with self._lock:
             self._data.clear()
             self._hits = self._misses = 0
+            self._newest = _NONE
 
     def resize(self, maxsize: int) -> None:
         with self._lock:
             self._maxsize = _check_size(maxsize)
+            self._newest = _NONE
             while len(self._data) > self._maxsize:
                 self._data.popitem(last=False)
 
@@ -71,6 +81,7 @@ class LRUCache:
 
 
 _MISSING = object()
+_NONE = (_MISSING, None)   # no last hit
 
 
 def _check_size(n) -> int:

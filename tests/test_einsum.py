@@ -399,6 +399,28 @@ def test_cache_is_bounded_lru():
         gett.set_cache_size(DEFAULT_SIZE)
 
 
+def test_cache_hits_in_a_row_keep_the_lru_order():
+    """A hit on the last hit's key skips the lookup; a put, resize or clear in between ends that."""
+    from gett.plan_cache import LRUCache
+    c = LRUCache(2)
+    c.put("a", 1)
+    assert c.get("a") == 1 and c.get("a") == 1   # the second by the shortcut
+    c.put("b", 2)
+    assert c.get("a") == 1                       # "a" is the most recent again, "b" the least
+    c.put("c", 3)
+    assert c.get("b") is None and c.get("a") == 1 and c.get("c") == 3
+    assert c.info()[:3] == (5, 1, 2)
+    c.resize(1)
+    assert c.get("a") is None and c.get("c") == 3
+    c.resize(0)
+    assert c.get("c") is None and len(c) == 0
+    c.resize(1)
+    c.put("d", 4)
+    assert c.get("d") == 4
+    c.clear()
+    assert c.get("d") is None and len(c) == 0
+
+
 def test_cache_size_from_environment():
     code = "import gett; print(gett.cache_info().maxsize)"
     env = dict(os.environ, GETT_PLAN_CACHE_SIZE="7")
