@@ -165,7 +165,7 @@ class _CupyKind:
         from .launch import Scratch
         cupy = self._cupy
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        scratch = Scratch(cupy, max(nbytes, 1), stream)
+        scratch = Scratch(cupy, max(nbytes, 1), stream, captured=True)   # capturing() asked already
         memory = cupy.cuda.UnownedMemory(scratch.ptr, nbytes, owner=None, device_id=device)
         return cupy.ndarray(shape, dtype, memptr=cupy.cuda.MemoryPointer(memory, 0)), partial(scratch.release, cupy)
 

@@ -90,10 +90,13 @@ class Scratch:
     allocation and free: each replay gets memory no array holds."""
     __slots__ = ("ptr", "_array", "_stream")
 
-    def __init__(self, cupy, nbytes: int, stream: int):
-        """``nbytes`` on the stream of handle ``stream`` (0: the legacy default stream, never captured)."""
+    def __init__(self, cupy, nbytes: int, stream: int, captured: bool | None = None):
+        """``nbytes`` on the stream of handle ``stream`` (0: the legacy default stream, never captured);
+        ``captured``: whether that stream is being captured, where the caller knows (None: ask the driver)."""
         runtime = cupy.cuda.runtime
-        if stream and runtime.streamIsCapturing(stream):
+        if captured is None:
+            captured = bool(stream) and runtime.streamIsCapturing(stream)
+        if captured:
             self._array, self._stream = None, stream   # the stream it is freed on
             self.ptr = runtime.mallocAsync(nbytes, stream)
         else:

@@ -54,3 +54,12 @@ def test_a_capturing_stream_allocates_and_frees_in_stream_order():
     s.release(cupy)
     s.release(cupy)   # a second release frees nothing more
     assert log[2:] == [("free_async", 0x7000, 0x22)]
+
+
+def test_a_caller_that_knows_the_stream_is_captured_saves_the_query():
+    """einsum's graph arrays: ``capturing()`` has asked already, so the scratch does not ask again."""
+    cupy, log = _cupy(capturing={0x22})
+    s = Scratch(cupy, 256, stream=0x22, captured=True)
+    assert s.ptr == 0x7000 and log == [("malloc_async", 256, 0x22)]
+    s.release(cupy)
+    assert log[1:] == [("free_async", 0x7000, 0x22)]
