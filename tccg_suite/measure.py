@@ -28,7 +28,8 @@ def measure_impl(prepare: Prepare, problem: Problem, ref: cupy.ndarray, runs: in
         result.plan_seconds, result.kernel = prepared.plan_seconds, prepared.kernel
         problem.sets[0].D.fill(numpy.nan)  # an element left unwritten shows up as NaN in the error
         result.rel_error = relative_error(prepared.run(0), ref)
-        result.samples_ms = sample_ms(prepared.run, runs, WARMUP, rotate=len(problem.sets))
+        samples = sample_ms(prepared.run, runs, WARMUP, rotate=len(problem.sets))
+        result.samples_ms, result.host_ms, result.gpu_held = list(samples), samples.enqueue_ms, samples.held
         # NaN compares false, so a NaN error fails
         result.status = OK if result.rel_error <= problem.precision.tolerance else FAILED
     except Exception as exc:

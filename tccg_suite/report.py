@@ -30,6 +30,8 @@ class ImplResult:
     plan_seconds: float | None = None
     error: str | None = None
     kernel: dict | None = None
+    host_ms: float | None = None     # the host's time per timed call (its events included)
+    gpu_held: bool | None = None     # whether the GPU was held until every timed call was enqueued
 
     @property
     def median_ms(self) -> float | None:
@@ -200,6 +202,8 @@ def to_json(meta: dict, cases: list[CaseResult], names: list[str]) -> dict:
                         "plan_seconds": r.plan_seconds,
                         "error": r.error,
                         "kernel": r.kernel,
+                        "host_ms_per_call": r.host_ms,
+                        "gpu_held": r.gpu_held,
                     }
                     for name, r in case.impls.items()
                 },

@@ -6,37 +6,84 @@ launch on it, and by default it is the legacy default stream, which orders work 
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
+import time
 from typing import Callable
 
 
-def sample_ms(fn: Callable[[int], object], runs: int = 30, warmup: int = 5, rotate: int = 1) -> list[float]:
+HOLD_SOURCE = r"""
+extern "C" __global__ void hold(unsigned long long ns) {   // one thread keeps the stream busy for ns
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
+"""
+HOLD_TRIES_MS = (2.0, 8.0, 32.0, 128.0)   # hold lengths tried in turn until the enqueueing fits in one
+
+
+class Samples(list):
+    """Milliseconds of each timed call (a list), with ``enqueue_ms``: the host's time per timed call
+    (events included) and ``held``: whether the GPU was held until every call was enqueued."""
+    enqueue_ms: float = float("nan")
+    held: bool = False
+
+
+@functools.lru_cache(maxsize=None)
+def _hold_kernel(device: int):
+    import cupy
+    return cupy.RawKernel(HOLD_SOURCE, "hold")
+
+
+def sample_ms(fn: Callable[[int], object], runs: int = 30, warmup: int = 5, rotate: int = 1,
+              queued: bool = True) -> Samples:
     """Milliseconds of each of ``runs`` timed calls of ``fn(i)``, after ``warmup`` untimed calls.
 
     ``i`` cycles through ``0 .. rotate-1`` over all calls (warm-up included), so that ``fn`` can
     work on one of ``rotate`` buffer sets in turn and no call finds its data in L2 from the call
     before. Each call is bracketed by its own pair of CUDA events; the host waits once, at the end.
+    ``queued`` (the default): the timed calls are enqueued while a kernel holds the stream (nvbench's
+    blocking kernel), then run back to back, so that each pair of events brackets GPU work only. Without
+    it a call whose host time exceeds its GPU time, or a host that stalls mid-run, leaves the GPU waiting
+    between the events, and the figure is the host's. The hold is made longer and the calls timed again
+    when their enqueueing outlasted it.
     """
     if runs < 1 or warmup < 0 or rotate < 1:
         raise ValueError(f"need runs >= 1, warmup >= 0, rotate >= 1; got {runs}, {warmup}, {rotate}")
     import cupy
+    import numpy
 
     stream = cupy.cuda.get_current_stream()
     for call in range(warmup):
         fn(call % rotate)
     events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(runs)]
-    for call, (start, end) in enumerate(events, start=warmup):
-        start.record(stream)
-        fn(call % rotate)
-        end.record(stream)
+    for hold_ms in HOLD_TRIES_MS if queued else (None,):
+        held = None
+        if hold_ms is not None:
+            stream.synchronize()
+            _hold_kernel(cupy.cuda.Device().id)((1,), (1,), (numpy.uint64(hold_ms * 1e6),))
+            held = cupy.cuda.Event()
+            held.record(stream)
+        start_s = time.perf_counter()
+        for call, (start, end) in enumerate(events, start=warmup):
+            start.record(stream)
+            fn(call % rotate)
+            end.record(stream)
+        enqueue_ms = (time.perf_counter() - start_s) * 1e3 / runs
+        fitted = held is not None and not held.done   # still holding once all is enqueued: no call waited
+        if held is None or fitted:
+            break
     events[-1][1].synchronize()
-    return [cupy.cuda.get_elapsed_time(start, end) for start, end in events]
+    samples = Samples(cupy.cuda.get_elapsed_time(start, end) for start, end in events)
+    samples.enqueue_ms, samples.held = enqueue_ms, fitted
+    return samples
 
 
-def median_ms(fn: Callable[[int], object], runs: int = 30, warmup: int = 5, rotate: int = 1) -> float:
+def median_ms(fn: Callable[[int], object], runs: int = 30, warmup: int = 5, rotate: int = 1,
+              queued: bool = True) -> float:
     """Median of :func:`sample_ms` (same arguments)."""
-    return statistics.median(sample_ms(fn, runs, warmup, rotate))
+    return statistics.median(sample_ms(fn, runs, warmup, rotate, queued))
 
 
 def rotation_count(set_bytes: int, l2_bytes: int, limit: int = 32) -> int:

@@ -197,6 +197,7 @@ def _module():
     function.CIntptr, function.CNumpyArray = CIntptr, CNumpyArray
     cuda.runtime, cuda.function, cuda.Device, cuda.Stream = runtime, function, Device, Stream
     cuda.get_current_stream = lambda: Stream.null
+    cuda.alloc = lambda nbytes: MemoryPointer(next(_addresses), _state.device)   # the pool's memory, no array
     cupy.cuda = cuda
     return {"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.runtime": runtime, "cupy.cuda.function": function}
 

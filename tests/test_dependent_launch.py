@@ -71,3 +71,27 @@ def test_small_plans_do_not_chain_their_kernels():
     plan = gett.plan_contraction(D((64, 1024), (1024, 1), "f32"), "ik", D((1024, 64), (64, 1), "f32"), "kj",
                                  D((64, 64), (64, 1), "f32"), "ij", beta=0, device_arch="sm_90")
     assert not worth_chaining(plan)
+
+
+def test_a_launch_passes_its_pointers_then_its_by_value_arguments(monkeypatch):
+    """cuLaunchKernelEx's kernelParams: one address a kernel argument, where that argument's bytes lie: the
+    device addresses from the launch's own slots, in order, then each ByValue's bytes; the stream in the
+    launch configuration. The driver is a stand-in that reads what a launch hands it."""
+    import numpy as np
+
+    from gett import dependent_launch
+    seen = []
+
+    def driver(config, function, params, extra):
+        cfg = ctypes.cast(config, ctypes.POINTER(_Config)).contents
+        pointers = [ctypes.c_uint64.from_address(params[i]).value for i in range(3)]
+        values = [ctypes.c_float.from_address(params[i]).value for i in (3, 4)]
+        seen.append((function, cfg.stream, tuple(cfg.grid), cfg.num_attrs, pointers, values))
+        return 0
+    monkeypatch.setattr(dependent_launch, "_launch_kernel_ex", lambda: driver)
+    launch = dependent_launch.DependentLaunch(0xF00, (7, 1, 1), (128, 1, 1), 0, 3, 2)
+    alpha, beta = (dependent_launch.ByValue(np.full(1, v, np.float32)) for v in (2.5, -1.0))
+    launch(0x51, (0x1000, 0x2000, 0), (alpha, beta))
+    launch(0x52, (0x3000, 0x4000, 0x5000), (beta, alpha))
+    assert seen == [(0xF00, 0x51, (7, 1, 1), 1, [0x1000, 0x2000, 0], [2.5, -1.0]),
+                    (0xF00, 0x52, (7, 1, 1), 1, [0x3000, 0x4000, 0x5000], [-1.0, 2.5])]

@@ -153,12 +153,12 @@ def test_split_k_launches_the_kernel_then_the_reduction_on_one_scratch(cupy):
     A, B, C, D = cupy.ndarray((64, 512)), cupy.ndarray((512, 32)), cupy.ndarray((64, 32)), cupy.ndarray((64, 32))
     plan = gett.plan_contraction(A, "ik", B, "kj", C, "ij", D=D,
                                  config=KernelConfig("simt", 64, 64, 32, 3, tm=4, tn=4, split_k=4))
-    requested, empty = [], cupy.empty
+    requested, alloc = [], cupy.cuda.alloc
 
-    def recording(shape, dtype=np.float32):
-        requested.append((shape, np.dtype(dtype)))
-        return empty(shape, dtype)
-    cupy.empty = recording
+    def recording(nbytes):
+        requested.append(nbytes)
+        return alloc(nbytes)
+    cupy.cuda.alloc = recording
     for _ in range(2):
         requested.clear()
         gett.contract(plan, 1.0, A, B, 0.5, C, D)
@@ -168,7 +168,7 @@ def test_split_k_launches_the_kernel_then_the_reduction_on_one_scratch(cupy):
         assert partials != 0 and reduce[4][0].value == partials   # the partial sums the kernel wrote
         assert launched_pointers(kernel) == (A.data.ptr, B.data.ptr, C.data.ptr, D.data.ptr)
         assert (reduce[4][1], reduce[4][2]) == (C, D)   # the reduction reads C and writes D
-        assert requested == [(4 * 64 * 32 * 4, np.dtype(np.uint8))]   # every split's f32 sums, in one allocation
+        assert requested == [4 * 64 * 32 * 4]   # every split's f32 sums, in one allocation
 
 
 def test_a_staged_split_k_call_takes_one_scratch_for_its_copy_and_partials(cupy, monkeypatch):
@@ -179,21 +179,21 @@ def test_a_staged_split_k_call_takes_one_scratch_for_its_copy_and_partials(cupy,
                                    lambda x, axes: x.view_as([x.shape[i] for i in axes], [x.strides[i] for i in axes]))
     plan = gett.plan_contraction(A, "kmj", B, "jkn", D, "mn", beta=0, staging=True,
                                  config=KernelConfig("simt", 64, 64, 32, 3, tm=4, tn=4, split_k=4))
-    stream, asked, requested, empty = cupy.cuda.Stream(0x33), [], [], cupy.empty
+    stream, asked, requested, alloc = cupy.cuda.Stream(0x33), [], [], cupy.cuda.alloc
     monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: stream)
     monkeypatch.setattr(cupy.cuda.runtime, "streamIsCapturing", lambda s: asked.append(s) or False, raising=False)
 
-    def recording(shape, dtype=np.float32):
-        array = empty(shape, dtype)
-        requested.append((shape, np.dtype(dtype), array.data.ptr))
-        return array
-    monkeypatch.setattr(cupy, "empty", recording)
+    def recording(nbytes):
+        memory = alloc(nbytes)
+        requested.append((nbytes, memory.ptr))
+        return memory
+    monkeypatch.setattr(cupy.cuda, "alloc", recording)
     gett.contract(plan, 1.0, A, B, 0.0, D, D)
     copy, kernel, reduce = cupy.state.launches[-3:]
     copied = A.size * A.itemsize
     partials_at = -(-copied // SCRATCH_ALIGN) * SCRATCH_ALIGN
-    [(nbytes, dtype, scratch)] = requested
-    assert asked == [0x33] and dtype == np.uint8 and nbytes == partials_at + 4 * D.size * 4
+    [(nbytes, scratch)] = requested
+    assert asked == [0x33] and nbytes == partials_at + 4 * D.size * 4
     assert launched_pointers(copy)[:2] == (A.data.ptr, scratch)   # A copied to the scratch's start
     assert launched_pointers(kernel)[:2] == (scratch, B.data.ptr)   # the kernel reads the copy
     assert kernel[4][4].value == reduce[4][0].value == scratch + partials_at   # the partials after it

@@ -386,8 +386,10 @@ class Stream:
     ptr = 0
     def synchronize(self): pass
 class Event:
+    done = False   # as the hold kernel's event is while the timed calls are enqueued
     def record(self, stream=None): self.t = time.perf_counter()
     def synchronize(self): pass
+cupy.RawKernel = lambda source, name: lambda grid, block, args: None
 cupy.cuda = types.SimpleNamespace(
     get_current_stream=Stream, Event=Event, get_elapsed_time=lambda s, e: (e.t - s.t) * 1e3,
     Device=lambda: types.SimpleNamespace(id=0), nvrtc=types.SimpleNamespace(getVersion=lambda: (13, 0)),
@@ -454,6 +456,7 @@ def test_benchmark_path_end_to_end(tmp_path, dtype):
             result = case["results"][name]
             assert result["status"] == "ok" and result["rel_error"] < PRECISIONS[dtype].tolerance
             assert len(result["samples_ms"]) == 30
+            assert result["gpu_held"] is True and result["host_ms_per_call"] > 0
     assert data["contractions"][0]["results"]["gett"]["kernel"]["registers"] == 64
 
 
