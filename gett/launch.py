@@ -88,7 +88,7 @@ class Scratch:
     graph writes it again, over whatever array holds it by then. So under capture the memory is allocated
     and freed in stream order (``cudaMallocAsync``/``cudaFreeAsync``), which the graph records as its own
     allocation and free: each replay gets memory no array holds."""
-    __slots__ = ("ptr", "_array", "_stream")
+    __slots__ = ("ptr", "_array", "_stream")   # _array: the pool's MemoryPointer, held until release
 
     def __init__(self, cupy, nbytes: int, stream: int, captured: bool | None = None):
         """``nbytes`` on the stream of handle ``stream`` (0: the legacy default stream, never captured);
@@ -99,9 +99,9 @@ class Scratch:
         if captured:
             self._array, self._stream = None, stream   # the stream it is freed on
             self.ptr = runtime.mallocAsync(nbytes, stream)
-        else:
-            self._array, self._stream = cupy.empty(nbytes, dtype=np.uint8), None
-            self.ptr = self._array.data.ptr
+        else:   # the pool's memory without an array around it (cupy.empty costs 3 us more a call)
+            self._array, self._stream = cupy.cuda.alloc(nbytes), None
+            self.ptr = self._array.ptr
 
     def release(self, cupy) -> None:
         """Call once every kernel using the memory has been enqueued; later calls do nothing."""
@@ -170,11 +170,11 @@ class Launcher:
         self._grid = _grid(ctas)
         self._block = (kernel.threads, 1, 1)
         self._shared = kernel.shared_bytes
-        if chained:
-            arguments = 7 + len(kernel.tma or ())
+        if chained:   # the kernel takes A, B, C, D, partials, then alpha, beta and its tensor maps by value
             self._chain = (
-                dependent_launch.DependentLaunch(self._fn.ptr, self._grid, self._block, self._shared, arguments),
-                dependent_launch.DependentLaunch(self._reduce.ptr, self._reduce_grid, self._reduce_block, 0, 5)
+                dependent_launch.DependentLaunch(self._fn.ptr, self._grid, self._block, self._shared, 5,
+                                                 2 + len(kernel.tma or ())),
+                dependent_launch.DependentLaunch(self._reduce.ptr, self._reduce_grid, self._reduce_block, 0, 3, 2)
                 if self.partials_bytes else None)
 
     def __call__(self, A, B, C, D, alpha, beta) -> None:
@@ -236,25 +236,32 @@ class Launcher:
         chain = self._chain
         if not self.partials_bytes:
             if chain is not None:
-                chain[0]((stream or self._cupy.cuda.get_current_stream()).ptr, (A, B, C, D, 0, alpha, beta) + maps)
+                chain[0]((stream or self._cupy.cuda.get_current_stream()).ptr, (A, B, C, D, 0), (alpha, beta) + maps)
             else:
                 self._fn(self._grid, self._block, (A, B, C, D, self._null, alpha, beta) + maps,
                          shared_mem=self._shared, stream=stream)
             return
-        with stream if stream is not None else contextlib.nullcontext():   # CuPy launches on the current stream
-            handle = self._cupy.cuda.get_current_stream().ptr
-            scratch = None if partials else Scratch(self._cupy, self.partials_bytes, handle)
-            partials = partials or scratch.ptr
-            if chain is not None:
-                kernel, reduce = chain
-                kernel(handle, (A, B, C, D, partials, alpha, beta) + maps)
-                reduce(handle, (partials, C, D, alpha, beta))
-            else:
-                address = self._address(partials)
-                self._fn(self._grid, self._block, (A, B, C, D, address, alpha, beta) + maps, shared_mem=self._shared)
-                self._reduce(self._reduce_grid, self._reduce_block, (address, C, D, alpha, beta))
-            if scratch is not None:
-                scratch.release(self._cupy)
+        if stream is None:
+            self._split(A, B, C, D, alpha, beta, maps, partials)
+        else:
+            with stream:   # CuPy launches on its current stream
+                self._split(A, B, C, D, alpha, beta, maps, partials)
+
+    def _split(self, A, B, C, D, alpha, beta, maps, partials):
+        """The kernel and split-K's reduction on CuPy's current stream, as :meth:`_launch` takes them."""
+        handle = self._cupy.cuda.get_current_stream().ptr
+        scratch = None if partials else Scratch(self._cupy, self.partials_bytes, handle)
+        partials = partials or scratch.ptr
+        if self._chain is not None:
+            kernel, reduce = self._chain
+            kernel(handle, (A, B, C, D, partials), (alpha, beta) + maps)
+            reduce(handle, (partials, C, D), (alpha, beta))
+        else:
+            address = self._address(partials)
+            self._fn(self._grid, self._block, (A, B, C, D, address, alpha, beta) + maps, shared_mem=self._shared)
+            self._reduce(self._reduce_grid, self._reduce_block, (address, C, D, alpha, beta))
+        if scratch is not None:
+            scratch.release(self._cupy)
 
     def _scalar(self, value):
         """``value`` (alpha or beta) as a by-value kernel argument of the accumulator type; the few values
@@ -324,7 +331,7 @@ class _StagingCopy:
         self._grid, self._block, self._address = kernel.grid, kernel.block, CIntptr
         self._stream = cupy.cuda.get_current_stream
         if chained:
-            self._fn = dependent_launch.DependentLaunch(fn.ptr, kernel.grid, kernel.block, 0, 2)
+            self._fn = dependent_launch.DependentLaunch(fn.ptr, kernel.grid, kernel.block, 0, 2, 0)
             self.launch = self._behind
         else:
             self._fn, self.launch = fn, self._plain
@@ -333,7 +340,7 @@ class _StagingCopy:
         self._fn(self._grid, self._block, (self._address(source), self._address(to)))
 
     def _behind(self, source: int, to: int) -> None:
-        self._fn(self._stream().ptr, (source, to))
+        self._fn(self._stream().ptr, (source, to), ())
 
 
 def _pointer(array) -> int:
