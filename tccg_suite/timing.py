@@ -30,8 +30,9 @@ class Samples(list):
     held: bool = False
 
 
-@functools.lru_cache(maxsize=None)
-def _hold_kernel(device: int):
+@functools.cache
+def _hold_kernel():
+    """The hold kernel (CuPy compiles it for each device on its first launch there)."""
     import cupy
     return cupy.RawKernel(HOLD_SOURCE, "hold")
 
@@ -59,20 +60,20 @@ def sample_ms(fn: Callable[[int], object], runs: int = 30, warmup: int = 5, rota
         fn(call % rotate)
     events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(runs)]
     for hold_ms in HOLD_TRIES_MS if queued else (None,):
-        held = None
+        hold_end = None
         if hold_ms is not None:
             stream.synchronize()
-            _hold_kernel(cupy.cuda.Device().id)((1,), (1,), (numpy.uint64(hold_ms * 1e6),))
-            held = cupy.cuda.Event()
-            held.record(stream)
+            _hold_kernel()((1,), (1,), (numpy.uint64(hold_ms * 1e6),))
+            hold_end = cupy.cuda.Event()
+            hold_end.record(stream)
         start_s = time.perf_counter()
         for call, (start, end) in enumerate(events, start=warmup):
             start.record(stream)
             fn(call % rotate)
             end.record(stream)
         enqueue_ms = (time.perf_counter() - start_s) * 1e3 / runs
-        fitted = held is not None and not held.done   # still holding once all is enqueued: no call waited
-        if held is None or fitted:
+        fitted = hold_end is not None and not hold_end.done   # still holding once all is enqueued: none waited
+        if hold_end is None or fitted:
             break
     events[-1][1].synchronize()
     samples = Samples(cupy.cuda.get_elapsed_time(start, end) for start, end in events)

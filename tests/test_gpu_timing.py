@@ -20,7 +20,7 @@ def test_queued_samples_time_the_gpu_not_a_slow_host():
     from tccg_suite.timing import HOLD_TRIES_MS, _hold_kernel, sample_ms
     if cupy.cuda.runtime.getDeviceCount() == 0:
         pytest.skip("no CUDA device")
-    kernel = _hold_kernel(cupy.cuda.Device().id)
+    kernel = _hold_kernel()
 
     def call(i):   # 300 us of host work, then 20 us of GPU work
         _busy_host(300)
