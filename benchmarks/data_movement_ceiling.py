@@ -49,11 +49,6 @@ GRIDS = ((2, 512), (4, 256), (8, 256), (16, 128))   # (CTAs an SM, threads a CTA
 VECTOR = 16
 
 
-def group_ids(spec: str) -> list[int]:
-    from tccg_suite.suite import parse_ids
-    return parse_ids(spec)
-
-
 def staged_bytes(contraction, dtype_name: str) -> int:
     """Bytes of the operands gett's plan (sm_90, beta = 0) copies before its contraction."""
     import gett
@@ -119,20 +114,20 @@ def main(argv=None) -> int:
     from tccg_suite.ceilings import copy_bandwidth
     from tccg_suite.data import set_count
     from tccg_suite.report import geomean
-    from tccg_suite.suite import select
+    from tccg_suite.runner import device_info
+    from tccg_suite.suite import parse_ids, select
     dtype_name = {"f16": "float16", "f32": "float32"}[args.dtype]
     itemsize = 2 if args.dtype == "f16" else 4
     gett_ms = gett_times(args.gett) if args.gett else {}
-    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-    l2_bytes = props.get("l2CacheSize") or 50 * 2**20
+    device = device_info()
+    l2_bytes = device["l2_bytes"]
     bandwidth = copy_bandwidth()
-    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    print(f"# {name}, 1 GiB copy {bandwidth / 1e12:.3f} TB/s (read + write), L2 {l2_bytes / 2**20:.0f} MiB; "
+    print(f"# {device['name']}, 1 GiB copy {bandwidth / 1e12:.3f} TB/s (read + write), L2 {l2_bytes / 2**20:.0f} MiB; "
           f"{args.dtype}, median of {args.runs}, best of grids {GRIDS}")
     print(f"{'id':>3} {'group':>7} {'MB':>7} {'roof us':>8} {'stream us':>9} {'frac':>6} {'staged MB':>9} "
           f"{'+copy us':>8} {'frac':>6} {'gett us':>8} {'stream/gett':>11}")
     by_group: dict[str, dict[str, list[float]]] = {}
-    for c in select(group_ids(args.only)):
+    for c in select(parse_ids(args.only)):
         nbytes = c.min_bytes(itemsize, itemsize, beta_nonzero=False)
         in_bytes, out_bytes = (c.size("A") + c.size("B")) * itemsize, c.size("C") * itemsize
         staged = staged_bytes(c, dtype_name)
