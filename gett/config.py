@@ -228,12 +228,15 @@ def split_k_for(plan, cfg: KernelConfig) -> int:
     A staged) 151.6 -> 135.6 us as 261 CTAs instead of 270, #19 ``abc-adec-ebd`` (41 tiles) 59.3 -> 53.1
     as 246 instead of 287 (2026-11-22, two CTAs an SM); with a producer warpgroup and 147-160 KB of
     stages (one CTA an SM, session 25) #13 ``ab-acd-dbc`` 128 x 160 s4 78.1 -> 70.3 us as 132 CTAs (k22)
-    instead of 264 (k44), k16 79.6, k11 95.1; #19 128 x 80 s6 39.3 -> 36.8 as 123 (k3) instead of 246."""
+    instead of 264 (k44), k16 79.6, k11 95.1; #19 128 x 80 s6 39.3 -> 36.8 as 123 (k3) instead of 246. A
+    producer tile splits for one CTA an SM even where two fit: #19 (B staged) 128 x 80 s4 (106 KB) k3 31.4
+    us, k6 (246 CTAs, two an SM) 34.7, k4 36.1, k2 33.4 (session 48)."""
     tiles = output_tiles(plan, cfg)
     k_tiles = -(-plan.k // cfg.bk)
     if tiles >= TARGET_CTAS // 2 or k_tiles < 16:
         return 1
-    return max(1, min(WAVE_SMS * _resident_ctas(plan, cfg) // tiles, k_tiles // 8, 64))
+    per_sm = 1 if cfg.ws else _resident_ctas(plan, cfg)
+    return max(1, min(WAVE_SMS * per_sm // tiles, k_tiles // 8, 64))
 
 
 def _resident_ctas(plan, cfg: KernelConfig) -> int:

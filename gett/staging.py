@@ -102,7 +102,8 @@ def target_orders(plan) -> dict:
     """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch); B K-major
     where B is contiguous along K, the plan is a compute-bound one on the 16-bit tensor-core path or B is
     a small N-major operand (:func:`_small_n_major_b`), else N-major (N modes in D's order); one K order
-    for both — B's strides where B is contiguous along K (so B's copy keeps its runs), else A's. Extent-1
+    for both — B's strides where B is contiguous along K (so B's copy keeps its runs), else A's, and A's
+    where B is small and copied for A's rows (:func:`_small_b_across_a_rows`). Extent-1
     modes go last. A K-major B lets the wide wgmma tile take 240 columns (an N-major tile takes whole
     64-column swizzle atoms, config._wide_tile)."""
     d = _strides(plan, "D")
@@ -110,7 +111,7 @@ def target_orders(plan) -> dict:
     b_along_k = fast_b is not None and group_of[fast_b] == "K"
     k_major_b = b_along_k or (math_path(plan) == "mma16" and not _memory_bound(plan)) or _small_n_major_b(plan)
     s = {t: _strides(plan, t) for t in "AB"}
-    by_k = "B" if b_along_k else "A"
+    by_k = "B" if b_along_k and not _small_b_across_a_rows(plan) else "A"
     other = "A" if by_k == "B" else "B"
 
     def k_key(m):
@@ -180,19 +181,41 @@ def _small_n_major_b(plan) -> bool:
             and _memory_bound(plan) and _small_and_shared(plan, "B"))
 
 
+def _inner_k_mode(plan, tensor: str):
+    """``tensor``'s K mode of least stride (its K rows continue along it), or None."""
+    strides, group_of = _strides(plan, tensor), plan.analysis.group_of
+    return min((m for m in strides if group_of[m] == "K"), key=lambda m: abs(strides[m]), default=None)
+
+
+def _small_b_across_a_rows(plan) -> bool:
+    """Whether B is small (at most 1/:data:`SMALL_OPERAND_SHARE` of the bytes moved) and contiguous along
+    a K mode other than the one that continues the big M-major A's rows, in a memory-bound plan on the
+    16-bit tensor-core path. K in B's order makes each of A's K tiles read rows far apart that no later
+    tile continues; a copy of B in A's K order makes A's K tiles streams. H100, f16: #19
+    ``abc-adec-ebd`` (A's 144-byte rows continue along d, B is contiguous along e) 32.4 us; its twin with
+    B laid out (d, e, b) 28.9 (128 x 80, split K 3)."""
+    fast_a, fast_b = _fast_mode(plan, "A"), _fast_mode(plan, "B")
+    group_of = plan.analysis.group_of
+    return (fast_a is not None and group_of[fast_a] == "M" and fast_b is not None and group_of[fast_b] == "K"
+            and fast_b != _inner_k_mode(plan, "A") and math_path(plan) == "mma16" and _memory_bound(plan)
+            and plan.descriptors["B"].nbytes * SMALL_OPERAND_SHARE <= plan.moved_bytes)
+
+
 def _staged_for_layout(plan) -> tuple:
     """Operands whose layout slows the kernel. Compute-bound plans: A and B contiguous along different K
     modes, or on the 16-bit tensor-core path an operand's run shorter than :data:`SHORT_RUN_BYTES`.
     Memory-bound plans (:func:`_memory_bound`): A alone where A and B are contiguous along different K
     modes; its copy takes B's K order (:func:`target_orders`), so the kernel reads whole runs of both
     instead of a K box of 16-byte half sectors. #14 ``ab-cad-dcb`` f16, H100: 241 us as is, 152 us with
-    the copy (55 us of it). And B where it is small, shared and N-major (:func:`_small_n_major_b`)."""
+    the copy (55 us of it). And B where it is small, shared and N-major (:func:`_small_n_major_b`), or
+    small and contiguous across A's K rows (:func:`_small_b_across_a_rows`)."""
     d = plan.descriptors
     conflict = _k_conflict(plan)
     short = {t: math_path(plan) == "mma16" and run_bytes(plan, t) < SHORT_RUN_BYTES for t in "AB"}
     if (conflict or any(short.values())) and _compute_bound(plan, d["A"].nbytes + d["B"].nbytes):
         return tuple(t for t in "AB" if conflict or short[t])
-    return (("A",) if conflict and _memory_bound(plan) else ()) + (("B",) if _small_n_major_b(plan) else ())
+    small_b = _small_n_major_b(plan) or _small_b_across_a_rows(plan)
+    return (("A",) if conflict and _memory_bound(plan) else ()) + (("B",) if small_b else ())
 
 
 def _staged_for_op(plan) -> tuple:

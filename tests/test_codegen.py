@@ -168,7 +168,8 @@ def test_split_k_for_long_thin_contractions():
 def test_split_k_fills_one_round_of_the_ctas_an_sm_holds():
     """Split K gives one round of resident CTAs: a tile whose stages take most of an SM's shared memory
     (TCCG #13 with the 128 x 160 producer tile, 4 stages: 147 KB, one CTA an SM) splits into 132 CTAs,
-    not 264, which would run in two rounds (H100: 70.3 against 78.1 us); a smaller one into two an SM."""
+    not 264, which would run in two rounds (H100: 70.3 against 78.1 us); a smaller one into two an SM
+    without a producer warpgroup, one an SM with one (#19: 31.4 against 34.7 us)."""
     from gett.codegen import shared_bytes, shared_ctas
     from gett.config import KernelConfig, _layouts, split_k_for
     from gett.tiling import tile_plan
@@ -176,10 +177,13 @@ def test_split_k_fills_one_round_of_the_ctas_an_sm_holds():
     thin = gett.plan_contraction(D((312, 92352), None, "f16"), "mk", D((296, 92352), None, "f16"), "nk",
                                  D((312, 296), None, "f16"), "mn")   # B K-major, as #13's
     tiles = 3 * 2   # 128 x 160 tiles of 312 x 296
-    for stages, per_sm in ((4, 1), (2, 2)):
-        cfg = KernelConfig("wgmma", 128, 160, 64, stages, ws=True)
+    for stages, ws, per_sm in ((4, True, 1), (2, False, 2)):
+        cfg = KernelConfig("wgmma", 128, 160, 64, stages, ws=ws)
         assert min(shared_ctas(shared_bytes(tile_plan(thin, cfg), cfg, *_layouts(thin, cfg))), 2) == per_sm
         assert split_k_for(thin, cfg) == 132 * per_sm // tiles
+    two_fit = KernelConfig("wgmma", 128, 160, 64, 2, ws=True)   # a producer tile two of which would fit
+    assert min(shared_ctas(shared_bytes(tile_plan(thin, two_fit), two_fit, *_layouts(thin, two_fit))), 2) == 2
+    assert split_k_for(thin, two_fit) == 132 // tiles
 
 
 def test_reduction_threads_take_16_bytes_of_partials_where_the_fast_extent_allows():
@@ -543,8 +547,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
                      17: (128, 192, 3, True, True, "b", False), 18: (128, 160, 5, True, True, "b", False)}
     # K split (312 x 296 outputs, K = 92352): the same producer tile one tile a CTA, 6 tiles x 22 = 132 CTAs
     assert config(13) == KernelConfig("wgmma", 128, 160, 64, 4, ws=True, split_k=22)
-    # N = 72 (#19): the producer tile as wide as N rounded up to 16, K split over the CTAs two an SM hold
-    assert config(19) == KernelConfig("wgmma", 128, 80, 64, 4, ws=True, split_k=6)
+    # N = 72 (#19): the producer tile as wide as N rounded up to 16, K split for one CTA an SM (two would fit)
+    assert config(19) == KernelConfig("wgmma", 128, 80, 64, 4, ws=True, split_k=3)
     for i in (9, 10, 11):   # M = 72 in one tile: wgmma 72 (swapped) x 128 on Hopper, else mma.sync 96 x 128
         assert config(i) == KernelConfig("wgmma", 72, 128, 64, 3, swap=True) and config(i).threads == 256
         c = select([i])[0]

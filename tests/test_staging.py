@@ -42,7 +42,10 @@ def staged_orders(plan) -> dict:
     # nor where B is K-major already)
     (17, "f16", {"B": "db"}), (17, "f32", {}), (18, "f16", {}), (15, "f16", {}), (16, "f16", {}),
     # not staged: SIMT without a K conflict, long runs (#12), memory-bound or not enough flops per copy
-    (20, "f32", {}), (12, "f16", {}), (13, "f16", {}), (19, "f16", {}),
+    (20, "f32", {}), (12, "f16", {}), (13, "f16", {}), (19, "f32", {}),
+    # memory-bound with a small B contiguous along e, across the big M-major A's rows (which continue along
+    # d): B copied K-major in A's K order (not #13's big B, not on the SIMT path)
+    (19, "f16", {"B": "deb"}),
     (1, "f16", {}), (9, "f16", {}), (31, "f16", {}), (40, "f16", {}),
 ])
 def test_tccg_staging_choices(cid, dtype, expect):
@@ -97,6 +100,19 @@ def test_small_n_major_b_is_copied_k_major_where_its_tile_stays():
     assert f32_d.staging == ()
     with_op = tccg_plan(17, op_b=lambda x: 2 * x)   # copied for its op too: then K-major as well
     assert staged_orders(with_op) == {"B": "db"} and with_op.staging[0].op is not None
+
+
+def test_small_b_across_a_rows_is_copied_into_a_k_order():
+    """#19 ``abc-adec-ebd``: A's 144-byte rows (a) continue along d, B (746 KB) is contiguous along e. B is
+    copied K-major in A's K order (d, e, b), so K merges into one mode along which both operands are
+    contiguous and each of A's K tiles is one stream; A is not copied."""
+    plan = tccg_plan(19)
+    inner = plan.staged_plan
+    assert [st.tensor for st in plan.staging] == ["B"] and plan.staging[0].op is None
+    assert inner.tables["K"].extents == (5184,)
+    assert inner.tables["K"].strides_of("A") == (72,) and inner.tables["K"].strides_of("B") == (1,)
+    assert plan.tables["K"].strides_of("B")[0] == 1   # unstaged: K in B's order (e first), A's rows apart
+    assert tccg_plan(19, staging=False).staging == ()
 
 
 def test_staging_option():
@@ -221,11 +237,13 @@ def tccg_fused_staging(cid: int, dtype: str = "f16") -> dict:
     (21, "f16", {"A": ("abfe", True), "B": ("fecd", True)}),    # staged for the layout, the copy takes the op
     # small operands that fill whole tiles, read by hundreds of tiles: B (296 x 312) of #15, A of #16
     (15, "f16", {"B": ("db", True)}), (16, "f16", {"A": ("ad", True)}), (17, "f32", {"B": ("bd", True)}),
-    # not staged: narrower than a tile (#9's 72 x 72 A, #1's 24 x 312 B, #19's 72-wide B), both large and
-    # memory-bound (#13), small but shared by few tiles (#31, #40: K = 24)
-    (9, "f16", {}), (1, "f16", {}), (19, "f16", {}), (13, "f16", {}), (31, "f16", {}),
+    # not staged: narrower than a tile (#9's 72 x 72 A, #1's 24 x 312 B), both large and memory-bound
+    # (#13), small but shared by few tiles (#31, #40: K = 24)
+    (9, "f16", {}), (1, "f16", {}), (13, "f16", {}), (31, "f16", {}),
     # staged for its layout (a K conflict), the copy takes the op; B keeps its op in the kernel
     (14, "f16", {"A": ("adc", True)}),
+    # staged for its layout (small, across A's rows), the copy takes the op; A keeps its op in the kernel
+    (19, "f16", {"B": ("deb", True)}),
     (40, "f16", {}),
 ])
 def test_tccg_op_staging_choices(cid, dtype, expect):
