@@ -281,11 +281,11 @@ SCRATCH_ALIGN = 256   # bytes: each piece of a call's scratch memory starts on w
 
 
 class StagedLauncher:
-    """A staged plan (:mod:`gett.staging`) on one device and array kind: each call copies the staged
-    operands into :class:`Scratch` memory, then runs the staged plan's :class:`Launcher` on the copies.
-    The copies and the staged plan's split-K partials share one allocation (one capture query a call).
-    Same call interface as :class:`Launcher`."""
-    __slots__ = ("_copies", "_cupy", "_device", "_inner", "_offsets", "_scratch_bytes")
+    """A staged or exchanged plan (:mod:`gett.staging`) on one device and array kind: each call copies the
+    staged operands into :class:`Scratch` memory, then runs the kernel's plan's :class:`Launcher` on the
+    copies, B first where the plan is exchanged. The copies and the split-K partials share one allocation
+    (one capture query a call). Same call interface as :class:`Launcher`."""
+    __slots__ = ("_copies", "_cupy", "_device", "_exchanged", "_inner", "_offsets", "_scratch_bytes")
 
     def __init__(self, plan, device: int, kind: str):
         import cupy
@@ -297,7 +297,7 @@ class StagedLauncher:
             kernels = plan.copy_kernels(plan.device_arch or current_arch())
             self._copies = tuple(_StagingCopy(st, k, _function(k, k.name, device), chained)
                                  for st, k in zip(plan.staging, kernels))
-        self._cupy, self._device = cupy, device
+        self._cupy, self._device, self._exchanged = cupy, device, plan.exchanged
         # the copies' offsets in the call's scratch memory, then the partials'
         sizes = [copy.nbytes for copy in self._copies] + [self._inner.partials_bytes]
         ends = np.cumsum([-(-size // SCRATCH_ALIGN) * SCRATCH_ALIGN for size in sizes]).tolist()
@@ -310,12 +310,16 @@ class StagedLauncher:
         stream = self._inner.stream()
         operands = {"A": a, "B": b}
         with self._cupy.cuda.Device(self._device), stream if stream is not None else contextlib.nullcontext():
+            if not self._scratch_bytes:   # exchanged, nothing staged, no split K
+                self._inner.at_addresses(b, a, c, d, alpha, beta)
+                return
             scratch = Scratch(self._cupy, self._scratch_bytes, self._cupy.cuda.get_current_stream().ptr)
             for copy, offset in zip(self._copies, self._offsets):
                 copy.launch(operands[copy.tensor], scratch.ptr + offset)
                 operands[copy.tensor] = scratch.ptr + offset
             partials = scratch.ptr + self._offsets[-1] if self._inner.partials_bytes else 0
-            self._inner.at_addresses(operands["A"], operands["B"], c, d, alpha, beta, partials)
+            first, second = (operands["B"], operands["A"]) if self._exchanged else (operands["A"], operands["B"])
+            self._inner.at_addresses(first, second, c, d, alpha, beta, partials)
             scratch.release(self._cupy)   # once the staged kernel is launched
 
 

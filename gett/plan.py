@@ -17,7 +17,7 @@ from .errors import DeviceError, ModeError, OutputNotWritableError, StrideError
 from .modes import GROUPS, ModeAnalysis, analyse_modes, build_tables, normalize_modes
 from .ops_spec import OpSpec, make_op_spec
 from .plan_cache import PLANS as _PLAN_CACHE   # bounded LRU, thread-safe
-from .staging import choose_staging
+from .staging import choose_staging, exchanges_operands
 
 _INT32_MAX = 2**31 - 1
 
@@ -42,7 +42,8 @@ class ContractionPlan:
     device_arch: Optional[str]
     config_override: Any = None
     staging: tuple = ()          # gett.staging.Staging: operands copied into a workspace first
-    staged_plan: Any = None      # ContractionPlan over the staged copies (None: nothing is staged)
+    staged_plan: Any = None      # the plan the kernel runs: over the staged copies, or exchanged (else None)
+    exchanged: bool = False      # the kernel's plan takes B as its A and A as its B (gett.staging.exchanges_operands)
     _compiled: dict = field(default_factory=dict, repr=False)   # arch -> gett.kernel.CompiledKernel
     _lock: Any = field(default_factory=threading.Lock, repr=False)
 
@@ -132,6 +133,8 @@ class ContractionPlan:
             lines.append(f"  broadcast in D: {self.analysis.broadcast}")
         for g in GROUPS:
             lines.append("  " + self.tables[g].describe().replace("\n", "\n  "))
+        if self.exchanged:
+            lines.append("  exchanged: the kernel takes B as its first operand (its tiles' rows are B's free modes)")
         for st in self.staging:
             lines.append(f"  staged: {st.tensor} copied to modes {''.join(map(str, st.order))} innermost first "
                          f"(strides {st.target.strides}, {st.nbytes / 2**20:.1f} MiB of workspace)")
@@ -247,17 +250,29 @@ def _build_plan(signature, descs, modes, compute, ops, broadcast, beta_class, de
             offset_bits = 64
     plan = ContractionPlan(signature, modes, descs, analysis, tables, compute, ops, offset_bits,
                            device_arch, config)
-    copies = () if staging is False else choose_staging(plan, force=staging is True)
-    if not copies:
-        return plan
-    staged = {**descs, **{st.tensor: st.target for st in copies}}
-    inner_ops = replace(ops, **{f"op_{st.tensor.lower()}": None for st in copies})   # the copies apply them
-    inner_signature = (signature[0], _descriptors_key(staged), signature[2], inner_ops.key, *signature[4:-1],
+    exchanged = config is None and exchanges_operands(plan)
+    kernel_side = plan
+    if exchanged:   # the same contraction with B first: its ops are the plain product's, no unary op
+        x_descs, x_modes = {**descs, "A": descs["B"], "B": descs["A"]}, {**modes, "A": modes["B"], "B": modes["A"]}
+        x_signature = ((x_modes["A"], x_modes["B"], x_modes["C"]), _descriptors_key(x_descs), *signature[2:-1],
                        False)
-    inner = _build_plan(inner_signature, staged, modes, compute, inner_ops, broadcast, beta_class, device_arch,
-                        config, staging=False)
+        kernel_side = _build_plan(x_signature, x_descs, x_modes, compute, ops, broadcast, beta_class, device_arch,
+                                  config, staging=False)
+    copies = () if staging is False else choose_staging(kernel_side, force=staging is True)
+    if copies:
+        k_descs, k_modes = kernel_side.descriptors, kernel_side.modes
+        staged = {**k_descs, **{st.tensor: st.target for st in copies}}
+        inner_ops = replace(ops, **{f"op_{st.tensor.lower()}": None for st in copies})   # the copies apply them
+        inner_signature = (kernel_side.signature[0], _descriptors_key(staged), signature[2], inner_ops.key,
+                           *signature[4:-1], False)
+        kernel_side = _build_plan(inner_signature, staged, k_modes, compute, inner_ops, broadcast, beta_class,
+                                  device_arch, config, staging=False)
+    if kernel_side is plan:
+        return plan
+    # the copies named by this plan's operands (the exchanged plan's A is B)
+    copies = tuple(replace(st, tensor={"A": "B", "B": "A"}[st.tensor]) for st in copies) if exchanged else copies
     return ContractionPlan(signature, modes, descs, analysis, tables, compute, ops, offset_bits,
-                           device_arch, config, copies, inner)
+                           device_arch, config, copies, kernel_side, exchanged)
 
 
 def _on_gpu(array) -> bool:

@@ -201,6 +201,22 @@ def _small_b_across_a_rows(plan) -> bool:
             and plan.descriptors["B"].nbytes * SMALL_OPERAND_SHARE <= plan.moved_bytes)
 
 
+def exchanges_operands(plan) -> bool:
+    """Whether the kernel should take B as its first operand and A as its second (D's tiles then have B's
+    free modes as rows): where A is small and shared (:func:`_small_and_shared`) and B is not, in a
+    memory-bound plan on the 16-bit tensor-core path that writes a 16-bit D without reading C, with the
+    plain product and no elementwise op. The tile's rows come in warpgroups of 64, its width in eights,
+    so the small operand's free extent is better split into widths, and the big operand's rows are read
+    by fewer column tiles. H100, f16: #16 ``abc-ad-bdc`` (A 312 x 296) 57.0 us as 3 x 128 rows of a (384
+    rows, 23% of the products wasted; B read three times), 55.0 us with the operands exchanged, A staged
+    K-major (:func:`_small_n_major_b`) and a in 2 x 160 columns (320). A configuration given to
+    plan_contraction (``config``) is one for the plan as given: no exchange then."""
+    ops = plan.ops
+    return (math_path(plan) == "mma16" and _memory_bound(plan) and ops.is_plus_times and not ops.has_unary_ops
+            and not plan.beta_hint and plan.descriptors["D"].dtype.itemsize == 2
+            and _small_and_shared(plan, "A") and not _small_and_shared(plan, "B"))
+
+
 def _staged_for_layout(plan) -> tuple:
     """Operands whose layout slows the kernel. Compute-bound plans: A and B contiguous along different K
     modes, or on the 16-bit tensor-core path an operand's run shorter than :data:`SHORT_RUN_BYTES`.

@@ -76,6 +76,7 @@ class Device:
     def __init__(self, device=None):
         self.id = _state.device if device is None else device
         self.compute_capability = "90"
+        self.attributes = {"MultiProcessorCount": 132}
         self._previous = []
 
     def __enter__(self):
@@ -128,7 +129,7 @@ class _Function:
     """A kernel function of a loaded module; a call records (name, device, grid, block, args, stream)."""
 
     def __init__(self, name: str):
-        self.name = name
+        self.name, self.ptr = name, next(_addresses)   # ptr: a CUfunction handle, for the driver's queries
         self.max_dynamic_shared_size_bytes = 0
         self.preferred_shared_memory_carveout = -1
 
@@ -195,11 +196,15 @@ def _module():
     runtime.getDeviceCount = lambda: _state.count
     function = types.ModuleType("cupy.cuda.function")
     function.CIntptr, function.CNumpyArray = CIntptr, CNumpyArray
+    driver = types.ModuleType("cupy.cuda.driver")
+    driver.funcGetAttribute = lambda attribute, function: _RawKernel.num_regs   # the registers a thread
     cuda.runtime, cuda.function, cuda.Device, cuda.Stream = runtime, function, Device, Stream
+    cuda.driver = driver
     cuda.get_current_stream = lambda: Stream.null
     cuda.alloc = lambda nbytes: MemoryPointer(next(_addresses), _state.device)   # the pool's memory, no array
     cupy.cuda = cuda
-    return {"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.runtime": runtime, "cupy.cuda.function": function}
+    return {"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.runtime": runtime, "cupy.cuda.function": function,
+            "cupy.cuda.driver": driver}
 
 
 def forget_gett_state() -> None:

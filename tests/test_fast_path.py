@@ -199,6 +199,21 @@ def test_a_staged_split_k_call_takes_one_scratch_for_its_copy_and_partials(cupy,
     assert kernel[4][4].value == reduce[4][0].value == scratch + partials_at   # the partials after it
 
 
+def test_an_exchanged_call_gives_the_kernel_b_first_and_a_copy(cupy):
+    """A small A shared by many columns of B (gett.staging.exchanges_operands), a-major: A is copied
+    K-major into the call's scratch, then the kernel takes B as its first operand and the copy second."""
+    A = cupy.ndarray((16, 128), np.float16).view_as((128, 16), (2, 256))   # a d, a fastest
+    B = cupy.ndarray((128, 16, 256), np.float16).view_as((256, 16, 128), (2, 512, 8192))   # b d c
+    D = cupy.ndarray((128, 256, 128), np.float16).view_as((128, 256, 128), (2, 256, 65536))   # a b c
+    plan = gett.plan_contraction(A, "ad", B, "bdc", D, "abc", beta=0)
+    assert plan.exchanged and [st.tensor for st in plan.staging] == ["A"]
+    gett.contract(plan, 1.0, A, B, 0.0, D, D)
+    copy, kernel = cupy.state.launches[-2:]
+    scratch = launched_pointers(copy)[1]
+    assert launched_pointers(copy)[0] == A.data.ptr
+    assert launched_pointers(kernel) == (B.data.ptr, scratch, D.data.ptr, D.data.ptr)
+
+
 def test_threads_launch_on_their_own_arrays(cupy):
     A0, B0, out0 = cupy.ndarray((16, 8)), cupy.ndarray((8, 4)), cupy.ndarray((16, 4))
     gett.einsum("ij,jk->ik", A0, B0, out=out0)   # compile outside the threads

@@ -41,18 +41,20 @@ def test_tccg_suite_correct(dtypes):
     assert not failures, f"contractions off: {failures}"
 
 
-@pytest.mark.parametrize("cid,resident,split", [(17, "b", 1), (19, "", 3)])
-def test_small_b_staged_k_major_in_f16(cid, resident, split):
-    """In f16 (data and output) the planner copies a small B K-major (gett.staging): #17 ``abc-adc-bd``'s
-    N-major B, whose tile the staged kernel keeps for all of K; #19 ``abc-adec-ebd``'s B into A's K order,
-    K split 3 ways. A NaN-poisoned D against torch.einsum in float64."""
+@pytest.mark.parametrize("cid,staged,resident,split", [(17, "B", "b", 1), (19, "B", "", 3), (16, "A", "b", 1)])
+def test_small_operand_staged_k_major_in_f16(cid, staged, resident, split):
+    """In f16 (data and output) the planner copies a small operand K-major (gett.staging): #17
+    ``abc-adc-bd``'s N-major B, whose tile the staged kernel keeps for all of K; #19 ``abc-adec-ebd``'s B
+    into A's K order, K split 3 ways; #16 ``abc-ad-bdc``'s A, which the kernel takes as its B (exchanged).
+    A NaN-poisoned D against torch.einsum in float64."""
     c = next(x for x in load_suite() if x.id == cid)
     rng = np.random.default_rng(cid)
     A, B = column_major(rng, c.shape("A"), "float16"), column_major(rng, c.shape("B"), "float16")
     D = cp.asfortranarray(cp.full(c.shape("C"), cp.nan, dtype="float16"))
     plan = gett.plan_contraction(A, c.modes("A"), B, c.modes("B"), D, c.modes("C"), beta=0)
     config = plan.staged_plan.kernel().config
-    assert [st.tensor for st in plan.staging] == ["B"] and (config.resident, config.split_k) == (resident, split)
+    assert [st.tensor for st in plan.staging] == [staged] and (config.resident, config.split_k) == (resident, split)
+    assert plan.exchanged == (cid == 16)
     gett.contract(plan, 1.0, A, B, 0.0, D, D)
     expect = torch.einsum(c.einsum, torch.as_tensor(A, device="cuda").double(),
                           torch.as_tensor(B, device="cuda").double())

@@ -40,7 +40,9 @@ def staged_orders(plan) -> dict:
     (14, "f16", {"A": "adc"}), (14, "f32", {}),   # f32: SIMT makes #14 compute-bound
     # memory-bound with a small N-major B shared by 722 row tiles: B copied K-major (not on the SIMT path,
     # nor where B is K-major already)
-    (17, "f16", {"B": "db"}), (17, "f32", {}), (18, "f16", {}), (15, "f16", {}), (16, "f16", {}),
+    (17, "f16", {"B": "db"}), (17, "f32", {}), (18, "f16", {}), (15, "f16", {}),
+    # the same for #16's small A, which the kernel takes as its B (exchanged: see below)
+    (16, "f16", {"A": "da"}), (16, "f32", {}),
     # not staged: SIMT without a K conflict, long runs (#12), memory-bound or not enough flops per copy
     (20, "f32", {}), (12, "f16", {}), (13, "f16", {}), (19, "f32", {}),
     # memory-bound with a small B contiguous along e, across the big M-major A's rows (which continue along
@@ -113,6 +115,52 @@ def test_small_b_across_a_rows_is_copied_into_a_k_order():
     assert inner.tables["K"].strides_of("A") == (72,) and inner.tables["K"].strides_of("B") == (1,)
     assert plan.tables["K"].strides_of("B")[0] == 1   # unstaged: K in B's order (e first), A's rows apart
     assert tccg_plan(19, staging=False).staging == ()
+
+
+def test_a_small_shared_a_is_the_kernel_second_operand():
+    """#16 ``abc-ad-bdc``: A (312 x 296) is small and read by 722 column tiles, B (55 MB) is not. The kernel
+    takes B first (its tiles' rows along b, c: 92352) and A second, copied K-major as #17's B, in 2 x 160
+    columns of a; not with an op, a read of C, a configuration given or on the SIMT path (f32), nor for
+    #15, #17, #18, whose small operand is B already."""
+    plan = tccg_plan(16)
+    inner = plan.staged_plan
+    assert plan.exchanged and (plan.m, plan.n) == (312, 92352)
+    assert (inner.m, inner.n, inner.k) == (92352, 312, 296) and inner.modes["A"] == plan.modes["B"]
+    assert inner.descriptors["A"] == plan.descriptors["B"] and inner.modes["B"] == plan.modes["A"]
+    [copy] = plan.staging
+    assert copy.tensor == "A" and copy.source == plan.descriptors["A"] and inner.descriptors["B"] == copy.target
+    assert inner.tables["K"].strides_of("B") == (1,) and not inner.exchanged and inner.staging == ()
+    cfg = plan.kernel("sm_90").config
+    assert (cfg.bm, cfg.bn, cfg.ws, cfg.persistent, cfg.resident) == (128, 160, True, True, "b")
+    assert "exchanged: the kernel takes B as its first operand" in repr(plan)
+    from gett.config import KernelConfig
+    given = KernelConfig("wgmma", 128, 128, 64, 5, ws=True, persistent=True, resident="a", pingpong=True)
+    c = select([16])[0]
+    mk = lambda t: D(c.shape(t), c.strides(t), "f16")
+    read_c = gett.plan_contraction(mk("A"), c.modes("A"), mk("B"), c.modes("B"), mk("C"), c.modes("C"), beta=1)
+    assert not any(p.exchanged for p in (tccg_plan(16, op_a=lambda x: 2 * x), tccg_plan(16, "f32"),
+                                         tccg_plan(16, config=given), read_c))
+    assert tccg_plan(16, staging=False).exchanged and tccg_plan(16, staging=False).staging == ()
+    assert not any(tccg_plan(i).exchanged for i in (15, 17, 18))
+
+
+@pytest.mark.parametrize("order,copied", [("F", ["A"]), ("C", [])])
+def test_an_exchanged_plan_equals_numpy_through_the_reference_executor(order, copied):
+    """The kernel's plan of an exchanged contraction (A 128 x 16, shared by 32768 columns of B), run by the
+    reference executor on (B, A or its K-major copy where a is A's stride-1 mode), equals numpy.einsum of
+    (A, B) in float64."""
+    rng = np.random.default_rng(16)
+    A = np.asarray(rng.standard_normal((128, 16)), order=order).astype(np.float16, order=order)   # a d
+    B = np.asfortranarray(rng.standard_normal((256, 16, 128)).astype(np.float16))   # b d c, b fastest
+    C = np.asfortranarray(np.zeros((128, 256, 128), np.float16))
+    plan = gett.plan_contraction(A, "ad", B, "bdc", C, "abc", beta=0)
+    assert plan.exchanged and [st.tensor for st in plan.staging] == copied
+    inner = plan.staged_plan
+    second = _staged_copy(A, plan.staging[0].target) if copied else A
+    out = np.asfortranarray(np.full(C.shape, np.nan, np.float16))
+    execute_reference(inner, 1.0, B, second, 0.0, C, out)
+    expect = np.einsum("ad,bdc->abc", A.astype(np.float64), B.astype(np.float64))
+    np.testing.assert_allclose(out.astype(np.float64), expect, rtol=2e-3, atol=2e-3)
 
 
 def test_staging_option():
