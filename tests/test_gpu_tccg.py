@@ -45,7 +45,8 @@ def test_tccg_suite_correct(dtypes):
 def test_small_operand_staged_k_major_in_f16(cid, staged, resident, split):
     """In f16 (data and output) the planner copies a small operand K-major (gett.staging): #17
     ``abc-adc-bd``'s N-major B, whose tile the staged kernel keeps for all of K; #19 ``abc-adec-ebd``'s B
-    into A's K order (its database entry: K unsplit); #16 ``abc-ad-bdc``'s A, which the kernel takes as its B (exchanged).
+    into A's K order (its database entry: K unsplit); #16 ``abc-ad-bdc``'s A, which the kernel takes as its
+    B (exchanged).
     A NaN-poisoned D against torch.einsum in float64."""
     c = next(x for x in load_suite() if x.id == cid)
     rng = np.random.default_rng(cid)
