@@ -12,7 +12,9 @@ B keeps its stride-1 mode innermost where that is an N or K mode, with its N mod
 modes take one order for both, so K merges into a single contiguous index where it can. Contractions
 with enough arithmetic per copied byte are staged for their layout (:data:`FLOPS_PER_COPY_BYTE`);
 memory-bound ones only where A and B are contiguous along different K modes, and then A alone, into B's
-K order, and where a small B shared by many tiles lies N-major, into a K-major copy.
+K order, where a small B shared by many tiles lies N-major, into a K-major copy, and where a small B is
+contiguous across the big A's K rows, into A's K order. Where a small A is shared by many tiles and B is
+big, the kernel takes B first (:func:`exchanges_operands`); the copies are then chosen for that order.
 The copies live in a workspace taken from CuPy's memory pool at each call. An operand's elementwise op
 (``op_a``/``op_b``) is applied by its copy, once per element, and the staged contraction runs without it;
 an operand with an op is also staged for that alone where the kernel would apply the op many times over
