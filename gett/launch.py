@@ -310,17 +310,17 @@ class StagedLauncher:
         stream = self._inner.stream()
         operands = {"A": a, "B": b}
         with self._cupy.cuda.Device(self._device), stream if stream is not None else contextlib.nullcontext():
-            if not self._scratch_bytes:   # exchanged, nothing staged, no split K
-                self._inner.at_addresses(b, a, c, d, alpha, beta)
-                return
-            scratch = Scratch(self._cupy, self._scratch_bytes, self._cupy.cuda.get_current_stream().ptr)
+            # none where the plan is exchanged only (no copy, no split K)
+            scratch = (Scratch(self._cupy, self._scratch_bytes, self._cupy.cuda.get_current_stream().ptr)
+                       if self._scratch_bytes else None)
             for copy, offset in zip(self._copies, self._offsets):
                 copy.launch(operands[copy.tensor], scratch.ptr + offset)
                 operands[copy.tensor] = scratch.ptr + offset
             partials = scratch.ptr + self._offsets[-1] if self._inner.partials_bytes else 0
             first, second = (operands["B"], operands["A"]) if self._exchanged else (operands["A"], operands["B"])
             self._inner.at_addresses(first, second, c, d, alpha, beta, partials)
-            scratch.release(self._cupy)   # once the staged kernel is launched
+            if scratch is not None:
+                scratch.release(self._cupy)   # once the staged kernel is launched
 
 
 class _StagingCopy:

@@ -254,25 +254,28 @@ def _build_plan(signature, descs, modes, compute, ops, broadcast, beta_class, de
     kernel_side = plan
     if exchanged:   # the same contraction with B first: its ops are the plain product's, no unary op
         x_descs, x_modes = {**descs, "A": descs["B"], "B": descs["A"]}, {**modes, "A": modes["B"], "B": modes["A"]}
-        x_signature = ((x_modes["A"], x_modes["B"], x_modes["C"]), _descriptors_key(x_descs), *signature[2:-1],
-                       False)
-        kernel_side = _build_plan(x_signature, x_descs, x_modes, compute, ops, broadcast, beta_class, device_arch,
-                                  config, staging=False)
+        kernel_side = _build_plan(_kernel_signature(signature, x_modes, x_descs, ops), x_descs, x_modes, compute,
+                                  ops, broadcast, beta_class, device_arch, config, staging=False)
     copies = () if staging is False else choose_staging(kernel_side, force=staging is True)
     if copies:
         k_descs, k_modes = kernel_side.descriptors, kernel_side.modes
         staged = {**k_descs, **{st.tensor: st.target for st in copies}}
         inner_ops = replace(ops, **{f"op_{st.tensor.lower()}": None for st in copies})   # the copies apply them
-        inner_signature = (kernel_side.signature[0], _descriptors_key(staged), signature[2], inner_ops.key,
-                           *signature[4:-1], False)
-        kernel_side = _build_plan(inner_signature, staged, k_modes, compute, inner_ops, broadcast, beta_class,
-                                  device_arch, config, staging=False)
+        kernel_side = _build_plan(_kernel_signature(signature, k_modes, staged, inner_ops), staged, k_modes, compute,
+                                  inner_ops, broadcast, beta_class, device_arch, config, staging=False)
     if kernel_side is plan:
         return plan
     # the copies named by this plan's operands (the exchanged plan's A is B)
     copies = tuple(replace(st, tensor={"A": "B", "B": "A"}[st.tensor]) for st in copies) if exchanged else copies
     return ContractionPlan(signature, modes, descs, analysis, tables, compute, ops, offset_bits,
                            device_arch, config, copies, kernel_side, exchanged)
+
+
+def _kernel_signature(signature, modes, descs, ops) -> tuple:
+    """The signature of a plan the kernel runs in place of the one of ``signature`` (over staged copies, or
+    with A and B exchanged): its own modes, tensors and ops, never staged again."""
+    return ((modes["A"], modes["B"], modes["C"]), _descriptors_key(descs), signature[2], ops.key, *signature[4:-1],
+            False)
 
 
 def _on_gpu(array) -> bool:

@@ -167,6 +167,12 @@ def _small_and_shared(plan, tensor: str) -> bool:
             and reuse >= OP_REUSE_STAGED)
 
 
+def _room_for_resident_tile(plan) -> bool:
+    """No read of C and a 16-bit D: where config._producer_tile can keep an operand's tile for all of K (a
+    plan that reads C gets no producer over several tiles; a 32-bit D's epilogue tile leaves the tile no room)."""
+    return not plan.beta_hint and plan.descriptors["D"].dtype.itemsize == 2
+
+
 def _small_n_major_b(plan) -> bool:
     """Whether B is small and shared (:func:`_small_and_shared`) and N-major in a memory-bound plan on the
     16-bit tensor-core path, without an op on A or a read of C, into a 16-bit D. There each CTA of the
@@ -176,9 +182,8 @@ def _small_n_major_b(plan) -> bool:
     K-major in shared memory, 5 stages: 60.2 still; B's loads left out, results wrong: 52.2); #18
     ``abc-adc-db`` 52.7 against 60.1 for its N-major twin."""
     fast = _fast_mode(plan, "B")
-    # where config._producer_tile keeps B's tile: no op on A, no read of C, and a 16-bit D (a 32-bit
-    # D's epilogue tile leaves no room for it)
-    resident = plan.ops.op_a is None and not plan.beta_hint and plan.descriptors["D"].dtype.itemsize == 2
+    # where config._producer_tile keeps B's tile: no op on A, and room for it
+    resident = plan.ops.op_a is None and _room_for_resident_tile(plan)
     return (resident and fast is not None and plan.analysis.group_of[fast] == "N" and math_path(plan) == "mma16"
             and _memory_bound(plan) and _small_and_shared(plan, "B"))
 
@@ -215,8 +220,7 @@ def exchanges_operands(plan) -> bool:
     plan_contraction (``config``) is one for the plan as given: no exchange then."""
     ops = plan.ops
     return (math_path(plan) == "mma16" and _memory_bound(plan) and ops.is_plus_times and not ops.has_unary_ops
-            and not plan.beta_hint and plan.descriptors["D"].dtype.itemsize == 2
-            and _small_and_shared(plan, "A") and not _small_and_shared(plan, "B"))
+            and _room_for_resident_tile(plan) and _small_and_shared(plan, "A") and not _small_and_shared(plan, "B"))
 
 
 def _staged_for_layout(plan) -> tuple:
