@@ -1,6 +1,7 @@
 """Tuned kernel configurations: a shipped database per GPU architecture, and the user's on top of it.
 
-Two layers, both ``<arch>.json`` (``arch`` as :func:`gett.nvrtc.normalize_arch` spells it, e.g. ``sm_90``):
+Two layers, both ``<arch>.json`` (``arch`` as :func:`gett.nvrtc.normalize_arch` spells it, less a compile
+target's ``a``/``f`` suffix: ``sm_90`` for "sm_90a" too, since the database describes the GPU):
 
 - shipped, read-only: ``gett/plans/`` in a wheel, ``plans/`` in the repository (:func:`shipped_dir`);
 - user, written by :func:`record` (the tuner): ``<gett.kernel_cache.cache_dir()>/plans/``.
@@ -96,8 +97,9 @@ class Entry:
 
 # Keys ------------------------------------------------------------------------------------------------------
 def _arch(arch) -> str:
+    """The GPU's ``sm_XY``: a plan made for "sm_90a" runs on the same H100 as one made for "sm_90"."""
     from .nvrtc import normalize_arch
-    return normalize_arch(arch)
+    return normalize_arch(arch).rstrip("af")
 
 
 def _stride_class(s: int):

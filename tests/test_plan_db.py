@@ -71,6 +71,18 @@ def test_round_trip():
     assert entry["ms"] == 0.125 and entry["gett"] == gett.__version__ and entry["gemm"] == [256, 192, 128, 1]
 
 
+@pytest.mark.parametrize("target", ["sm_90a", "90", "compute_90"])
+def test_a_compile_target_of_the_gpu_finds_its_entries(target):
+    """The database describes the GPU: a plan made for sm_90a (wgmma's target) finds sm_90's entries, and
+    what the tuner records for it lands in sm_90's file."""
+    plan = plan_of(256, 192, 128)
+    plan_db.record(plan, target, ODD, 0.5)
+    assert plan_db.user_path(target) == user_file()
+    assert plan_db.lookup(plan, ARCH) == ODD and plan_db.lookup(plan, target) == ODD
+    assert plan_db.plan_key(plan, target) == plan_db.plan_key(plan, ARCH)
+    assert plan_db.lookup(plan, "sm_80") is None
+
+
 def test_unchanged_file_is_parsed_once(monkeypatch):
     plan = plan_of(256, 192, 128)
     plan_db.record(plan, ARCH, ODD, 1.0)
