@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt")
+MATH_PATHS = ("mma16", "wgmma", "tf32", "3xtf32", "f64mma", "simt", "dot")
 PRODUCER_THREADS = 128   # the producer warpgroup of a warp-specialised (ws) kernel
 # the wgmma tile widths (kernels/math_wgmma.cuh; 192-row tiles issue theirs in parts of at most 128)
 WGMMA_N = (64, 72, 80, 96, 128, 160, 192, 216, 224, 240, 256)
+# the dot kernel (kernels/dot.cuh): output tile sides, outputs a thread sums, threads a CTA, vectors in flight
+DOT_TILE = (1, 2, 4, 8, 16)
+DOT_OUTPUTS = 16
+DOT_THREADS = (32, 64, 128, 256, 512)
+DOT_LOADS = 16
 # wider tiles of two warpgroups of rows, issued as two instructions (224 + 72): one column of tiles for
 # N = 296 (TCCG #13/#14), the math warpgroups taking the producer's spare registers
 WGMMA_WIDE_N = (296,)
@@ -21,6 +26,8 @@ WGMMA_WIDE_N = (296,)
 class KernelConfig:
     """``math``: one of MATH_PATHS. ``wm``/``wn``: warp tile (mma.sync paths); ``tm``/``tn``:
     per-thread tile (SIMT path). ``threads`` follows: warps = (bm/wm)·(bn/wn), or (bm/tm)·(bn/tn);
+    ``dot`` (a few outputs over a long K, kernels/dot.cuh): bm × bn outputs a CTA, ``bk`` threads sharing out
+    K, each one vector of K a step, ``stages`` steps of loads in flight a thread;
     ``wgmma`` (sm_90a, 16-bit data) gives each warpgroup of 128 threads 64 rows × bn; with ``swap``, 64
     columns × bm: the warpgroups multiply B's tile by A's, so a short M (72) is the instruction's width
     rather than a 128-row tile half empty."""
@@ -46,8 +53,9 @@ class KernelConfig:
 
     @property
     def min_stages(self) -> int:
-        """wgmma keeps one tile's MMAs in flight, so it needs a stage more than the others to load into."""
-        return 3 if self.math == "wgmma" else 2
+        """wgmma keeps one tile's MMAs in flight, so it needs a stage more than the others to load into; the
+        dot kernel's stages are loads in flight, of which one will do."""
+        return 3 if self.math == "wgmma" else 1 if self.math == "dot" else 2
 
     @property
     def math_threads(self) -> int:
@@ -56,6 +64,8 @@ class KernelConfig:
             return 128 * ((self.bn if self.swap else self.bm) // 64)
         if self.math == "simt":
             return (self.bm // self.tm) * (self.bn // self.tn)
+        if self.math == "dot":
+            return self.bk
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
 
     @property
@@ -132,6 +142,12 @@ class KernelConfig:
             if getattr(self, rows) == 64 and getattr(self, width) == 256:   # one warpgroup: 128 accumulators
                 raise ValueError(f"wgmma tile {self.bm}x{self.bn}: one warpgroup's 128 accumulators plus the "
                                  f"loads spill; use two ({rows} 128)")
+        elif self.math == "dot":
+            if self.bm not in DOT_TILE or self.bn not in DOT_TILE or self.bm * self.bn > DOT_OUTPUTS \
+                    or self.bk not in DOT_THREADS or self.stages > max(1, DOT_LOADS // (self.bm + self.bn)):
+                raise ValueError(f"dot tile {self.bm}x{self.bn}x{self.bk} s{self.stages}: bm and bn one of {DOT_TILE} "
+                                 f"with at most {DOT_OUTPUTS} outputs, bk (threads) one of {DOT_THREADS}, stages x "
+                                 f"(bm + bn) at most {DOT_LOADS} vectors in flight a thread (or one stage)")
         elif self.math == "simt":
             if self.bm % self.tm or self.bn % self.tn:
                 raise ValueError(f"thread tile {self.tm}x{self.tn} does not divide {self.bm}x{self.bn}")
@@ -146,7 +162,7 @@ class KernelConfig:
             raise ValueError(f"configuration gives {self.threads} threads per CTA")
 
     def key(self) -> str:
-        t = {"simt": f"_t{self.tm}x{self.tn}", "wgmma": ""}.get(self.math, f"_w{self.wm}x{self.wn}")
+        t = {"simt": f"_t{self.tm}x{self.tn}", "wgmma": "", "dot": ""}.get(self.math, f"_w{self.wm}x{self.wn}")
         split = f"_k{self.split_k}" if self.split_k > 1 else ""
         ws = "_ws" if self.ws else ""
         swap = "_swap" if self.swap else ""
@@ -248,11 +264,41 @@ def _resident_ctas(plan, cfg: KernelConfig) -> int:
 
 
 def default_config(plan, arch: str | None = None) -> KernelConfig:
-    """The heuristic: tile shape from the dtypes, GEMM extents and (when given) the target
-    architecture ("sm_90" opens wgmma), then split-K for long, thin work."""
+    """The heuristic: the dot kernel for a few outputs over a long K (:func:`dot_config`), else tile shape
+    from the dtypes, GEMM extents and (when given) the target architecture ("sm_90" opens wgmma), then
+    split-K for long, thin work."""
+    return dot_config(plan) or gemm_config(plan, arch)
+
+
+def gemm_config(plan, arch: str | None = None) -> KernelConfig:
+    """The heuristic's GEMM tile (any kernel but the dot kernel)."""
     cfg = _tile_config(plan, arch)
     cfg = replace(cfg, split_k=split_k_for(plan, cfg))
     return _persistent_tile(plan, cfg, arch) if cfg.math == "mma16" and cfg.split_k == 1 else cfg
+
+
+DOT_MIN_K = 256      # the dot kernel's shortest K: below it a CTA's threads would mostly idle
+DOT_MAX_SPLIT = 128  # CTAs sharing one output's K: reduce_splits adds them up one output a thread
+
+
+def dot_config(plan) -> KernelConfig | None:
+    """The dot kernel (kernels/dot.cuh) where M and N are small enough for every output of a tile to be a
+    sum each thread keeps (bm · bn ≤ DOT_OUTPUTS) and K is at least DOT_MIN_K; else None. A GEMM tile has 32
+    rows or more, so a dot product (M = N = 1) used one row of each and waited on a few bytes a K step: H100,
+    f16 ``i,i->`` over 2^24 elements 2022 us against torch's 71, f32 ``ij,ij->i`` (4096 x 4096) 2281 us
+    against 94 (session 49). Threads: up to 256, as many as K's vectors give UNROLL steps each; the loads
+    of ``stages`` steps in flight, up to 4, as registers allow (DOT_LOADS); K split until the CTAs reach
+    two an SM (each then keeps 16-32 KB of loads in flight), each with 16 steps a thread at least."""
+    from .codegen import dot_vector
+    bm, bn = fit_tile(plan.m, DOT_TILE), fit_tile(plan.n, DOT_TILE)
+    if plan.m > bm or plan.n > bn or bm * bn > DOT_OUTPUTS or plan.k < DOT_MIN_K:
+        return None
+    stages = max(1, min(4, DOT_LOADS // (bm + bn)))
+    steps = plan.k // dot_vector(plan)
+    threads = next(t for t in DOT_THREADS if t >= min(256, -(-steps // stages)) or t == 256)
+    tiles = -(-plan.m // bm) * -(-plan.n // bn) * plan.batch
+    split = max(1, min(-(-TARGET_CTAS // tiles), steps // (threads * 16), DOT_MAX_SPLIT))
+    return KernelConfig("dot", bm, bn, threads, stages, split_k=split)
 
 
 def _persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> KernelConfig:

@@ -21,8 +21,8 @@ from itertools import product
 import numpy as np
 
 from . import plan_db
-from .config import (TARGET_CTAS, WGMMA_N, WGMMA_WIDE_N, KernelConfig, default_config, fit_tile, has_wgmma,
-                     math_path, output_tiles, split_k_for)
+from .config import (DOT_MAX_SPLIT, DOT_THREADS, TARGET_CTAS, WGMMA_N, WGMMA_WIDE_N, KernelConfig, default_config,
+                     fit_tile, gemm_config, has_wgmma, math_path, output_tiles, split_k_for)
 from .errors import DeviceError
 
 __all__ = ["DEFAULT_BUDGET", "autotune", "candidate_configs", "tune"]
@@ -116,10 +116,11 @@ def candidate_configs(plan, arch: str) -> list:
     wgmma tiles (16-bit data); around the heuristic's mma.sync/SIMT choice, its own tile size and those up to
     the one covering each GEMM extent, 1 to 8 warps (or 64/256 SIMT threads, a warp's lanes along N or M),
     half/double the K depth, one stage fewer or more, split-K by the heuristic's rule, and split-K of 1 to 32
-    for that tile when the output tiles are too few to fill the GPU. All pass validate() and fit ``arch``'s
-    shared memory."""
+    for that tile when the output tiles are too few to fill the GPU; where the heuristic gives the dot kernel,
+    its neighbours too (half and twice its threads and loads in flight, twice its split). All pass validate()
+    and fit ``arch``'s shared memory."""
     base = default_config(plan, arch)
-    sync = default_config(plan)   # the centre of the mma.sync / SIMT neighbourhood
+    sync = gemm_config(plan)   # the centre of the mma.sync / SIMT neighbourhood
     grid = set(_wgmma_configs(plan, arch)) | {sync}
     sizes = {(sync.bm, sync.bn), *product(_tile_sizes(plan.m, sync.math), _tile_sizes(plan.n, sync.math))}
     for bm, bn in sizes:
@@ -143,6 +144,12 @@ def candidate_configs(plan, arch: str) -> list:
             # sm_90: CTAs over several tiles where A's tile is one TMA box (f16 #6-8's 768-row entries; 768
             # rows hold 16 x 48 boxes, D's whole 48-element mode: gett.tiling.box_sides)
             grid.update(dataclasses.replace(c, persistent=True, stages=s) for c in tall + [sync] for s in (2, 3))
+    if base.math == "dot":   # half and twice its threads and loads in flight, twice its split
+        threads = {t for t in (base.bk // 2, base.bk, 2 * base.bk) if t in DOT_THREADS}
+        stages = {max(1, base.stages // 2), base.stages, 2 * base.stages}
+        splits = {base.split_k, min(2 * base.split_k, DOT_MAX_SPLIT)} if base.split_k > 1 else {1}
+        grid.update(c for t, s, k in product(threads, stages, splits)
+                    for c in [dataclasses.replace(base, bk=t, stages=s, split_k=k)] if _valid(c))
     tiles = output_tiles(plan, sync)
     if tiles < TARGET_CTAS // 2:
         grid.update(dataclasses.replace(sync, split_k=s) for s in (1, 2, 4, 8, 16, 32)

@@ -1,0 +1,93 @@
+"""The dot kernel (kernels/dot.cuh) on the GPU against numpy in float64: dot products, row-wise dots and
+small output tiles over a long K, in every dtype, over permuted, strided and reversed views, with K split
+or not, alpha and beta, a semiring and fused ops; D poisoned with NaN before each run."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import gett
+from cases import Case, layouts, random_values
+from gett.config import KernelConfig
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+from test_gpu_kernels import PATHS, check, run_case   # noqa: E402 (after the skip: it needs CuPy)
+
+# (modes of A, B, C; extents): M x N of at most 16 over K of 256 or more (the heuristic's dot kernel)
+SHAPES = [
+    ("k", "k", "", {"k": 5000}),
+    ("lk", "kl", "l", {"l": 37, "k": 700}),
+    ("mk", "nk", "mn", {"m": 3, "n": 4, "k": 1000}),
+    ("kjm", "jkn", "nm", {"k": 31, "j": 17, "m": 2, "n": 8}),
+    ("lkm", "kl", "ml", {"l": 3, "m": 5, "k": 300}),
+    ("mk", "k", "m", {"m": 13, "k": 2000}),
+    ("k", "k", "", {"k": 65539}),   # odd: scalar loads
+]
+
+
+@st.composite
+def dot_cases(draw, dtype, out):
+    a, b, c, extents = draw(st.sampled_from(SHAPES))
+    lay = {t: draw(layouts(len(modes), allow_flip=(t != "C"))) for t, modes in zip("ABC", (a, b, c))}
+    alpha, beta = draw(st.sampled_from((1.0, 2.0, -0.75))), draw(st.sampled_from((0.0, 0.0, 1.0, -0.5)))
+    if dtype[0] == "i":
+        alpha, beta = float(int(alpha) or 1), float(int(beta))
+    return Case(a, b, c, dict(extents), lay, dtype, out, (), alpha, beta)
+
+
+def dot_configs(case):
+    """The heuristic's choice (None) and two forced ones: 64 threads with K split three ways, one warp."""
+    m = int(np.prod([case.extents[x] for x in case.modes_A if x in case.modes_C and x not in case.modes_B]))
+    n = int(np.prod([case.extents[x] for x in case.modes_B if x in case.modes_C and x not in case.modes_A]))
+    bm, bn = (next(t for t in (1, 2, 4, 8, 16) if t >= e) for e in (m, n))
+    return [None, KernelConfig("dot", bm, bn, 64, 1, split_k=3), KernelConfig("dot", bm, bn, 32, 1)]
+
+
+@pytest.mark.parametrize("path", [p for p in PATHS if p[2] != "3xtf32"], ids=lambda p: "-".join(x or "default" for x in p))
+def test_dot_kernel_matches_numpy(path):
+    dtype, out, compute = path
+
+    @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(case=dot_cases(dtype, out), seed=st.integers(0, 2**31))
+    def inner(case, seed):
+        if dtype == "bf16":   # torch views cannot have negative steps
+            case.layouts = {t: (p, s, tuple(False for _ in f)) for t, (p, s, f) in case.layouts.items()}
+        for config in dot_configs(case):
+            plan, got, expect = run_case(case, compute, seed, config=config)
+            assert (plan.staged_plan or plan).kernel().config.math == "dot"
+            check(case, got, expect, PATHS[path])
+    inner()
+
+
+def test_a_dot_product_of_16_million_halves_splits_k_and_is_deterministic():
+    rng = np.random.default_rng(1)
+    a, b = (random_values(rng, 1 << 24, "f32") for _ in "ab")
+    A, B = cp.asarray(a, cp.float16), cp.asarray(b, cp.float16)
+    plan = gett.plan_contraction(A, "k", B, "k", cp.zeros((), cp.float32), "")
+    assert plan.kernel().config.split_k > 1
+    outs = []
+    for _ in range(2):
+        D = cp.full((), cp.nan, cp.float32)
+        gett.contract(plan, 1.0, A, B, 0.0, cp.zeros((), cp.float32), D)
+        outs.append(float(D))
+    expect = float(np.dot(cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64)))
+    assert outs[0] == outs[1]
+    assert abs(outs[0] - expect) <= 1e-4 * np.sqrt(1 << 24)
+
+
+def test_row_wise_max_plus_with_fused_ops():
+    """max_k (leaky(A[l,k]) + B[l,k]), then sigmoid, and a row-wise dot through gett.einsum."""
+    rng = np.random.default_rng(2)
+    a = rng.uniform(-1, 1, (40, 3000)).astype(np.float32)
+    b = rng.uniform(-1, 1, (40, 3000)).astype(np.float32)
+    A, B = cp.asarray(a), cp.asarray(b)
+    C, D = cp.zeros(40, cp.float32), cp.full(40, cp.nan, cp.float32)
+    plan = gett.plan_contraction(A, "lk", B, "lk", C, "l", op_a=lambda x: x if x > 0 else 0.01 * x,
+                                 op_ab=lambda x, y: x + y, reduce=(max, -np.inf), op_out=gett.ops.sigmoid)
+    assert plan.kernel().config.math == "dot"
+    gett.contract(plan, 1.0, A, B, 0.0, C, D)
+    leaky = np.where(a > 0, a, 0.01 * a).astype(np.float64)
+    expect = 1 / (1 + np.exp(-np.max(leaky + b, axis=1)))
+    np.testing.assert_allclose(cp.asnumpy(D), expect, rtol=1e-5)
+    rows = gett.einsum("lk,lk->l", A, B)
+    np.testing.assert_allclose(cp.asnumpy(rows), np.einsum("lk,lk->l", a.astype(np.float64), b), rtol=1e-4)
