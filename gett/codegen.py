@@ -528,7 +528,7 @@ def render_dot(plan, cfg: KernelConfig) -> tuple:
     shared memory is static (a sum per warp and output), so none is dynamic."""
     cfg.validate()
     src = f"""{_preamble(plan, cfg, "dot.cuh", 0)}
-using Kernel = gett::Dot<Problem, OpA, OpB, OpC, OpOut, Semiring, {cfg.bm}, {cfg.bn}, {cfg.threads}, {dot_vector(plan)}, {cfg.stages}, {cfg.split_k}, {'true' if partials_m_fast(plan, cfg) else 'false'}>;
+using Kernel = gett::Dot<Problem, OpA, OpB, OpC, OpOut, Semiring, {cfg.bm}, {cfg.bn}, {cfg.threads}, {cfg.bk}, {dot_vector(plan)}, {cfg.stages}, {cfg.split_k}, {'true' if partials_m_fast(plan, cfg) else 'false'}>;
 }}  // namespace
 {_entry_points(plan, cfg, 1)}"""
     return src, 0, cfg.threads, None

@@ -15,8 +15,10 @@ WGMMA_N = (64, 72, 80, 96, 128, 160, 192, 216, 224, 240, 256)
 # the dot kernel (kernels/dot.cuh): output tile sides, outputs a thread sums, threads a CTA, vectors in flight
 DOT_TILE = (1, 2, 4, 8, 16)
 DOT_OUTPUTS = 16
-DOT_THREADS = (32, 64, 128, 256, 512)
+DOT_THREADS = (1, 32, 64, 128, 256, 512)
 DOT_LOADS = 16
+DOT_CTA_THREADS = 128   # a dot CTA's fewest threads: tiles of a short K share one (65536 CTAs of 32 threads ran
+#                         f16 'ij,ij->i' over 65536 x 256 at 1.2 TB/s on the H100)
 # wider tiles of two warpgroups of rows, issued as two instructions (224 + 72): one column of tiles for
 # N = 296 (TCCG #13/#14), the math warpgroups taking the producer's spare registers
 WGMMA_WIDE_N = (296,)
@@ -26,8 +28,9 @@ WGMMA_WIDE_N = (296,)
 class KernelConfig:
     """``math``: one of MATH_PATHS. ``wm``/``wn``: warp tile (mma.sync paths); ``tm``/``tn``:
     per-thread tile (SIMT path). ``threads`` follows: warps = (bm/wm)·(bn/wn), or (bm/tm)·(bn/tn);
-    ``dot`` (a few outputs over a long K, kernels/dot.cuh): bm × bn outputs a CTA, ``bk`` threads sharing out
-    K, each one vector of K a step, ``stages`` steps of loads in flight a thread;
+    ``dot`` (a few outputs over a long K, kernels/dot.cuh): tiles of bm × bn outputs, ``bk`` threads sharing out
+    each tile's K, each one vector of K a step, ``stages`` steps of loads in flight a thread, and a CTA of at
+    least DOT_CTA_THREADS threads over as many tiles as that takes (``tiles_per_cta``);
     ``wgmma`` (sm_90a, 16-bit data) gives each warpgroup of 128 threads 64 rows × bn; with ``swap``, 64
     columns × bm: the warpgroups multiply B's tile by A's, so a short M (72) is the instruction's width
     rather than a 128-row tile half empty."""
@@ -65,8 +68,13 @@ class KernelConfig:
         if self.math == "simt":
             return (self.bm // self.tm) * (self.bn // self.tn)
         if self.math == "dot":
-            return self.bk
+            return max(self.bk, DOT_CTA_THREADS)
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
+
+    @property
+    def tiles_per_cta(self) -> int:
+        """Output tiles one CTA computes at a time: several only for the dot kernel's short K (few threads a tile)."""
+        return self.math_threads // self.bk if self.math == "dot" else 1
 
     @property
     def three_math_warpgroups(self) -> bool:
@@ -286,19 +294,34 @@ def dot_config(plan) -> KernelConfig | None:
     sum each thread keeps (bm · bn ≤ DOT_OUTPUTS) and K is at least DOT_MIN_K; else None. A GEMM tile has 32
     rows or more, so a dot product (M = N = 1) used one row of each and waited on a few bytes a K step: H100,
     f16 ``i,i->`` over 2^24 elements 2022 us against torch's 71, f32 ``ij,ij->i`` (4096 x 4096) 2281 us
-    against 94 (session 49). Threads: up to 256, as many as K's vectors give UNROLL steps each; the loads
-    of ``stages`` steps in flight, up to 4, as registers allow (DOT_LOADS); K split until the CTAs reach
-    two an SM (each then keeps 16-32 KB of loads in flight), each with 16 steps a thread at least."""
+    against 94 (session 49). Threads a tile: up to 256, as many as K's vectors give ``stages`` steps each
+    (a CTA of DOT_CTA_THREADS at least, over several tiles where K is short); the loads of ``stages`` steps
+    in flight, up to 4, as registers allow (DOT_LOADS); K split until the CTAs reach two an SM (each then
+    keeps 16-32 KB of loads in flight), each with 16 steps a thread at least. Where the batch and not K
+    is stride-1 in A and B, one thread a tile instead, the batch along a warp's lanes."""
     from .codegen import dot_vector
     bm, bn = fit_tile(plan.m, DOT_TILE), fit_tile(plan.n, DOT_TILE)
     if plan.m > bm or plan.n > bn or bm * bn > DOT_OUTPUTS or plan.k < DOT_MIN_K:
         return None
+    vector = dot_vector(plan)
+    if vector == 1 and bm == bn == 1 and _batch_is_stride_one(plan):
+        # a thread a row, a warp's loads side by side along the batch; 16 CTAs of 128 an SM (all its threads)
+        cfg = KernelConfig("dot", 1, 1, 1, DOT_LOADS // 2)
+        ctas = -(-output_tiles(plan, cfg) // cfg.tiles_per_cta)
+        return replace(cfg, split_k=max(1, min(-(-16 * WAVE_SMS // ctas), plan.k // 64, DOT_MAX_SPLIT)))
     stages = max(1, min(4, DOT_LOADS // (bm + bn)))
-    steps = plan.k // dot_vector(plan)
-    threads = next(t for t in DOT_THREADS if t >= min(256, -(-steps // stages)) or t == 256)
-    tiles = -(-plan.m // bm) * -(-plan.n // bn) * plan.batch
-    split = max(1, min(-(-TARGET_CTAS // tiles), steps // (threads * 16), DOT_MAX_SPLIT))
-    return KernelConfig("dot", bm, bn, threads, stages, split_k=split)
+    steps = plan.k // vector
+    threads = next(t for t in DOT_THREADS if t >= min(256, -(-steps // stages)) and t >= 32 or t == 256)
+    cfg = KernelConfig("dot", bm, bn, threads, stages)
+    ctas = -(-output_tiles(plan, cfg) // cfg.tiles_per_cta)
+    return replace(cfg, split_k=max(1, min(-(-TARGET_CTAS // ctas), steps // (threads * 16), DOT_MAX_SPLIT)))
+
+
+def _batch_is_stride_one(plan) -> bool:
+    """Whether the batch's first mode is A's and B's stride-1 mode (row-major ``ij,ij->j``: the sums run down
+    columns)."""
+    table = plan.tables["L"]
+    return bool(table.extents) and all(table.strides_of(t)[0] == 1 for t in "AB")
 
 
 def _persistent_tile(plan, cfg: KernelConfig, arch: str | None) -> KernelConfig:

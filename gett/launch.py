@@ -158,7 +158,7 @@ class Launcher:
         if kernel.tma is not None:
             from .tensor_map import TensorMaps
             self._maps = TensorMaps(kernel.tma, self._by_value)
-        ctas = output_tiles(plan, cfg) * cfg.split_k
+        ctas = -(-output_tiles(plan, cfg) // cfg.tiles_per_cta) * cfg.split_k
         if cfg.persistent:   # as many CTAs as the SMs hold at once, each running every so many tiles
             with cupy.cuda.Device(device):
                 registers = cupy.cuda.driver.funcGetAttribute(_NUM_REGS, self._fn.ptr)

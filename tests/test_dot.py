@@ -1,6 +1,8 @@
 """The dot kernel's host side (no GPU): which plans the heuristic gives it, its configurations' checks, the
 vector it loads along K, and NVRTC compiling it without spills for every dtype, semirings, ops and split K.
 Its results on the GPU: tests/test_gpu_dot.py."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -36,6 +38,15 @@ def test_heuristic_gives_few_outputs_over_a_long_k_the_dot_kernel(expr, extents,
     cfg.validate()
 
 
+def test_a_batch_along_the_stride_one_mode_runs_a_thread_a_row():
+    """Row-major ``kl,kl->l`` (column sums): K is 4096 elements apart, the batch contiguous."""
+    cfg = default_config(plan_of("kl,kl->l", {"k": 4096, "l": 4096}, "f16"))
+    assert (cfg.math, cfg.bk, cfg.tiles_per_cta, cfg.threads, cfg.stages) == ("dot", 1, 128, 128, 8)
+    assert cfg.split_k == 64   # 32 CTAs of 128 rows, split until 16 an SM (capped at 4096 // 64)
+    along_k = default_config(plan_of("lk,lk->l", {"k": 4096, "l": 4096}, "f16"))
+    assert along_k.bk == 128 and along_k.tiles_per_cta == 1
+
+
 @pytest.mark.parametrize("expr, extents", [
     ("mk,nk->mn", {"m": 5, "n": 5, "k": 100000}),    # 8 x 8 = 64 sums a thread: a GEMM tile
     ("lk,lk->l", {"l": 4096, "k": 200}),             # K below DOT_MIN_K
@@ -48,7 +59,8 @@ def test_heuristic_keeps_gemm_tiles_elsewhere(expr, extents):
 
 def test_threads_shrink_with_a_short_k_and_loads_in_flight_with_more_outputs():
     short = default_config(plan_of("lk,lk->l", {"l": 100000, "k": 256}, "f16"))   # 32 vectors of 8 halves
-    assert short.math == "dot" and short.threads == 32 and short.stages == 4
+    assert short.math == "dot" and short.bk == 32 and short.stages == 4
+    assert short.threads == 128 and short.tiles_per_cta == 4   # four rows a CTA
     wide = default_config(plan_of("mk,nk->mn", {"m": 4, "n": 4, "k": 100000}))
     assert wide.stages == 2 and wide.stages * (wide.bm + wide.bn) <= 16
 
@@ -87,8 +99,10 @@ def test_the_dot_kernel_source_instantiates_dot_cuh_with_the_plan_s_choices():
     plan = plan_of("lk,lk->l", {"l": 7, "k": 1000}, "f16", out="f32")
     cfg = KernelConfig("dot", 1, 1, 128, 2, split_k=3)
     src, smem, threads, maps = render_kernel(plan, cfg)
-    assert '#include "dot.cuh"' in src and "gett::Dot<Problem" in src and ", 1, 1, 128, 8, 2, 3," in src
+    assert '#include "dot.cuh"' in src and "gett::Dot<Problem" in src and ", 1, 1, 128, 128, 8, 2, 3," in src
     assert "gett_reduce_splits" in src and (smem, threads, maps) == (0, 128, None)
+    four = render_kernel(plan, KernelConfig("dot", 1, 1, 32, 2))   # four 32-thread tiles a CTA
+    assert ", 1, 1, 128, 32, 8, 2, 1," in four[0] and four[2] == 128
     one = render_kernel(plan, KernelConfig("dot", 1, 1, 128, 2))[0]
     assert "gett_reduce_splits" not in one
 
@@ -111,9 +125,11 @@ def _leaky(x):
 ])
 def test_dot_kernels_compile_without_spills(dtype, out, compute, kw, expr, extents):
     plan = plan_of(expr, extents, dtype, out, compute_type=compute, **kw)
-    kernel = build_kernel(plan, "sm_90")
-    assert kernel.config.math == "dot"
-    assert kernel.report.spill_stores == 0 and kernel.report.spill_loads == 0
+    heuristic = build_kernel(plan, "sm_90")
+    assert heuristic.config.math == "dot"
+    a_thread_a_tile = replace(heuristic.config, bk=1, stages=1)
+    for kernel in (heuristic, build_kernel(plan, "sm_90", a_thread_a_tile)):
+        assert kernel.report.spill_stores == 0 and kernel.report.spill_loads == 0
 
 
 def test_the_tuner_times_the_dot_kernel_first_and_gemm_tiles_after_it():

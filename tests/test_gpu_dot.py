@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gett
 from cases import Case, layouts, random_values
-from gett.config import KernelConfig
+from gett.config import KernelConfig, output_tiles
+from gett.launch import launcher
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
@@ -22,6 +23,7 @@ SHAPES = [
     ("lkm", "kl", "ml", {"l": 3, "m": 5, "k": 300}),
     ("mk", "k", "m", {"m": 13, "k": 2000}),
     ("k", "k", "", {"k": 65539}),   # odd: scalar loads
+    ("kl", "kl", "l", {"k": 600, "l": 300}),   # in row-major order the batch is stride-1: a thread a row
 ]
 
 
@@ -36,11 +38,16 @@ def dot_cases(draw, dtype, out):
 
 
 def dot_configs(case):
-    """The heuristic's choice (None) and two forced ones: 64 threads with K split three ways, one warp."""
+    """The heuristic's choice (None) and three forced ones: 64 threads a tile (two tiles a CTA) with K split
+    three ways, one warp a tile (four a CTA), one thread a tile (128 a CTA) with K split."""
     m = int(np.prod([case.extents[x] for x in case.modes_A if x in case.modes_C and x not in case.modes_B]))
     n = int(np.prod([case.extents[x] for x in case.modes_B if x in case.modes_C and x not in case.modes_A]))
     bm, bn = (next(t for t in (1, 2, 4, 8, 16) if t >= e) for e in (m, n))
-    return [None, KernelConfig("dot", bm, bn, 64, 1, split_k=3), KernelConfig("dot", bm, bn, 32, 1)]
+    k = int(np.prod([case.extents[x] for x in case.modes_A if x in case.modes_B and x not in case.modes_C]))
+    # a thread a tile adds its K range in one chain: split it as the heuristic does, to a few hundred terms
+    # (a chain of 32768 f32 products of a dot product left a relative error of 1.3e-4 in one run)
+    return [None, KernelConfig("dot", bm, bn, 64, 1, split_k=3), KernelConfig("dot", bm, bn, 32, 1),
+            KernelConfig("dot", bm, bn, 1, 1, split_k=min(128, max(2, k // 256)))]
 
 
 @pytest.mark.parametrize("path", [p for p in PATHS if p[2] != "3xtf32"], ids=lambda p: "-".join(x or "default" for x in p))
@@ -54,8 +61,16 @@ def test_dot_kernel_matches_numpy(path):
             case.layouts = {t: (p, s, tuple(False for _ in f)) for t, (p, s, f) in case.layouts.items()}
         for config in dot_configs(case):
             plan, got, expect = run_case(case, compute, seed, config=config)
-            assert (plan.staged_plan or plan).kernel().config.math == "dot"
-            check(case, got, expect, PATHS[path])
+            kernel_plan = plan.staged_plan or plan
+            cfg = kernel_plan.kernel().config
+            assert cfg.math == "dot"
+            if dtype != "bf16":   # one CTA a split per tiles_per_cta output tiles
+                grid = launcher(kernel_plan, cp.cuda.Device().id, "cupy")._grid[0]
+                assert grid == -(-output_tiles(kernel_plan, cfg) // cfg.tiles_per_cta) * cfg.split_k
+            try:
+                check(case, got, expect, PATHS[path])
+            except AssertionError as e:
+                raise AssertionError(f"{cfg.key()}: {e}") from None
     inner()
 
 
