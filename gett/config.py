@@ -241,16 +241,14 @@ def _staged(plan, cfg: KernelConfig) -> int:
 
 # Two CTAs on each of an H100's 132 SMs; split-K is used only below half that many output tiles.
 TARGET_CTAS = 264
-# The fewest K tiles a slice of split K runs: its partials and the reduction kernel cost ~5 us, which 8 tiles
-# did not pay back (H100 f16 1000^3 as 128 x 256 k2 25.8 us against 16.9 unsplit, 1152 x 560 x 1440 as
-# 128 x 192 k2 22.5 against 20.6; session 49, row-major, .exp/session49/gemm_sweep.py)
-SPLIT_K_TILES = 24
+# K below which a wide producer tile for under half the SMs narrows rather than splits K (_producer_tile)
+NARROW_K = 3072
 WAVE_SMS = 132   # an H100 SXM's SMs, for the wave counts of the heuristic
 
 
 def split_k_for(plan, cfg: KernelConfig) -> int:
     """How many CTAs should share each output tile's K range: when the output tiles alone can't fill
-    the GPU and K is long, split K so that each slice still runs at least SPLIT_K_TILES K tiles — into at most one
+    the GPU and K is long, split K so that each slice still runs at least 8 K tiles — into at most one
     round of the CTAs the SMs hold at once (WAVE_SMS times ``cfg``'s CTAs an SM, _resident_ctas), so
     that none waits for a second round behind the others. H100 (tile_sweep): #14 ``ab-cad-dcb`` (9 tiles,
     A staged) 151.6 -> 135.6 us as 261 CTAs instead of 270, #19 ``abc-adec-ebd`` (41 tiles) 59.3 -> 53.1
@@ -264,7 +262,7 @@ def split_k_for(plan, cfg: KernelConfig) -> int:
     if tiles >= TARGET_CTAS // 2 or k_tiles < 16:
         return 1
     per_sm = 1 if cfg.ws else _resident_ctas(plan, cfg)
-    return max(1, min(WAVE_SMS * per_sm // tiles, k_tiles // SPLIT_K_TILES, 64))
+    return max(1, min(WAVE_SMS * per_sm // tiles, k_tiles // 8, 64))
 
 
 def _resident_ctas(plan, cfg: KernelConfig) -> int:
@@ -443,16 +441,17 @@ def _producer_tile(plan) -> KernelConfig | None:
         return None
     widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig, plan.n)
     cfg = replace(_WGMMA_128X128, bn=_fewest_columns(plan, widths), ws=True, persistent=True)
+    if cfg.bn > 128 and output_tiles(plan, cfg) < WAVE_SMS // 2 and plan.k < NARROW_K:
+        # wide tiles for under half the SMs and a short K: 128 x 64 tiles, for more CTAs rather than K split for a few
+        # K tiles a slice and a reduction kernel. H100 f16, row-major (session 49, .exp/session49/gemm_sweep.py):
+        # 1000^3 25.8 us as 128 x 256 k2 -> 13.8 (128 x 128 12.9); 'abcd,cdef->abef' (1152 x 560 x 1440) 22.5 ->
+        # 13.2; 'abcd,dcef->fabe' (the same, B N-major over two modes) 88.6 -> 22.0
+        cfg = replace(cfg, bn=64, persistent=False)
     tiled, a, b = _tiled_layouts(plan, cfg)
     if not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
         return None
     if split_k_for(plan, cfg) > 1:   # K split (default_config's split_k_for): one tile a CTA
         cfg = replace(cfg, persistent=False)
-    elif output_tiles(plan, cfg) < WAVE_SMS and plan.n > 64:
-        # fewer tiles than SMs and K too short to split: the narrowest producer tile, for the most CTAs
-        # (H100 f16, row-major, session 49: 1000^3 16.9 -> 13.8 us; 'abcd,dcef->fabe' over 1152 x 560 x 1440,
-        # B N-major in two modes, 52.8 -> 22.0; 'abcd,cdef->abef' 20.6 -> 13.2)
-        cfg = replace(cfg, bn=64, persistent=False)
     candidates = [replace(cfg, stages=s) for s in (4, 3)]
     if cfg.persistent and plan.batch == 1:
         if -(-plan.n // cfg.bn) <= -(-plan.m // cfg.bm):   # B the smaller operand: its tile stays, as wide

@@ -10,7 +10,7 @@ import pytest
 
 import gett
 from gett.codegen import operand_layout, render_kernel
-from gett.config import SPLIT_K_TILES, KernelConfig, default_config, math_path
+from gett.config import NARROW_K, KernelConfig, default_config, math_path
 from gett.kernel import build_kernel
 
 ARCHS = ("sm_80", "sm_90")
@@ -159,7 +159,7 @@ def test_split_k_for_long_thin_contractions():
     assert cfg.split_k > 1
     tiles = -(-312 // cfg.bm) * -(-296 // cfg.bn)
     assert 132 <= tiles * cfg.split_k <= 264   # enough CTAs for every SM, and no second round for a few
-    assert -(-92352 // cfg.bk) // cfg.split_k >= SPLIT_K_TILES   # each slice still has a real main loop
+    assert -(-92352 // cfg.bk) // cfg.split_k >= 8   # each slice still has a real main loop
     wide = gett.plan_contraction(D((4096, 512), None, "f16"), "mk", D((512, 4096), None, "f16"), "kn",
                                  D((4096, 4096), None, "f16"), "mn")
     assert default_config(wide).split_k == 1
@@ -170,17 +170,18 @@ def test_split_k_for_long_thin_contractions():
     ("ik", "kj", 1152, 560, 1440, (128, 64)),       # 128 x 192: 27 CTAs, split in two
 ])
 def test_small_gemms_narrow_the_producer_tile_before_splitting_k(a, b, m, n, k, tile):
-    """A GEMM with fewer producer tiles than SMs and a K of under SPLIT_K_TILES tiles a slice takes the
-    narrowest producer tile, unsplit (H100 f16: 1000^3 25.8 -> 13.8 us), where a long K still splits."""
+    """A GEMM with wide producer tiles for under half the SMs and K short of NARROW_K takes 128 x 64 tiles, unsplit,
+    rather than K split in two (H100 f16: 1000^3 25.8 -> 13.8 us); a long K still splits the wide tile."""
     D = gett.TensorDescriptor
     ext = {"i": m, "j": n, "k": k}
     plan = gett.plan_contraction(D(tuple(ext[x] for x in a), None, "f16"), a, D(tuple(ext[x] for x in b), None, "f16"),
                                  b, D((m, n), None, "f16"), "ij")
     cfg = default_config(plan, "sm_90")
     assert (cfg.math, cfg.bm, cfg.bn, cfg.split_k, cfg.ws, cfg.persistent) == ("wgmma", *tile, 1, True, False)
-    long_k = gett.plan_contraction(D((m, 64 * k), None, "f16"), "ik", D((64 * k, n), None, "f16"), "kj",
+    long_k = gett.plan_contraction(D((m, NARROW_K), None, "f16"), "ik", D((NARROW_K, n), None, "f16"), "kj",
                                    D((m, n), None, "f16"), "ij")
-    assert default_config(long_k, "sm_90").split_k > 1
+    wide = default_config(long_k, "sm_90")
+    assert wide.bn > 128 and wide.split_k > 1
 
 
 def test_split_k_fills_one_round_of_the_ctas_an_sm_holds():
