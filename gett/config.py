@@ -401,7 +401,7 @@ def _wgmma_tile(plan):
     small = KernelConfig("wgmma", 128, 64, 64, 4)
     if _scalar_staging(plan, small):
         return None
-    if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0:
+    if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0 and not _few_wide_tiles(plan, big):
         return _wide_tile(plan, replace(big, ws=not loads_have_ops(plan)))
     if _staged(plan, _WGMMA_128X128):
         return small
@@ -441,7 +441,7 @@ def _producer_tile(plan) -> KernelConfig | None:
         return None
     widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig, plan.n)
     cfg = replace(_WGMMA_128X128, bn=_fewest_columns(plan, widths), ws=True, persistent=True)
-    if cfg.bn > 128 and output_tiles(plan, cfg) < WAVE_SMS // 2 and plan.k < NARROW_K:
+    if cfg.bn > 128 and _few_wide_tiles(plan, cfg):
         # wide tiles for under half the SMs and a short K: 128 x 64 tiles, for more CTAs rather than K split for a few
         # K tiles a slice and a reduction kernel. H100 f16, row-major (session 49, .exp/session49/gemm_sweep.py):
         # 1000^3 25.8 us as 128 x 256 k2 -> 13.8 (128 x 128 12.9); 'abcd,cdef->abef' (1152 x 560 x 1440) 22.5 ->
@@ -466,6 +466,13 @@ def _producer_tile(plan) -> KernelConfig | None:
         tiled_c, a_c, b_c = _tiled_layouts(plan, c)
         return shared_ctas(shared_bytes(tiled_c, c, a_c, b_c)) >= 1
     return next((c for c in candidates if fits(c)), None)
+
+
+def _few_wide_tiles(plan, cfg: KernelConfig) -> bool:
+    """Whether ``cfg``'s tiles leave more than half the SMs idle and K is short of NARROW_K: narrower tiles
+    then beat K split for a few K tiles a slice (see _producer_tile; 1024^3 takes that path too, not the
+    wide tile's: 128 x 256 k2 26.8 us, 16.3 unsplit, H100 f16, session 49)."""
+    return output_tiles(plan, cfg) < WAVE_SMS // 2 and plan.k < NARROW_K
 
 
 def _producer_widths(k_major_b: bool, n: int = 128) -> list:

@@ -168,6 +168,7 @@ def test_split_k_for_long_thin_contractions():
 @pytest.mark.parametrize("a, b, m, n, k, tile", [
     ("ik", "kj", 1000, 1000, 1000, (128, 64)),      # 128 x 256 gave 32 CTAs, then split K in two
     ("ik", "kj", 1152, 560, 1440, (128, 64)),       # 128 x 192: 27 CTAs, split in two
+    ("ik", "kj", 1024, 1024, 1024, (128, 64)),      # the wide tile's path: 128 x 256, 32 CTAs, split in two
 ])
 def test_small_gemms_narrow_the_producer_tile_before_splitting_k(a, b, m, n, k, tile):
     """A GEMM with wide producer tiles for under half the SMs and K short of NARROW_K takes 128 x 64 tiles, unsplit,
