@@ -19,6 +19,8 @@ DOT_THREADS = (1, 32, 64, 128, 256, 512)
 DOT_LOADS = 16
 DOT_CTA_THREADS = 128   # a dot CTA's fewest threads: tiles of a short K share one (65536 CTAs of 32 threads ran
 #                         f16 'ij,ij->i' over 65536 x 256 at 1.2 TB/s on the H100)
+DOT_MIN_K = 256      # the dot kernel's shortest K: below it a tile's threads would mostly idle
+DOT_MAX_SPLIT = 128  # CTAs sharing one output's K: reduce_splits adds them up one output a thread
 # wider tiles of two warpgroups of rows, issued as two instructions (224 + 72): one column of tiles for
 # N = 296 (TCCG #13/#14), the math warpgroups taking the producer's spare registers
 WGMMA_WIDE_N = (296,)
@@ -285,10 +287,6 @@ def gemm_config(plan, arch: str | None = None) -> KernelConfig:
     cfg = _tile_config(plan, arch)
     cfg = replace(cfg, split_k=split_k_for(plan, cfg))
     return _persistent_tile(plan, cfg, arch) if cfg.math == "mma16" and cfg.split_k == 1 else cfg
-
-
-DOT_MIN_K = 256      # the dot kernel's shortest K: below it a CTA's threads would mostly idle
-DOT_MAX_SPLIT = 128  # CTAs sharing one output's K: reduce_splits adds them up one output a thread
 
 
 def dot_config(plan) -> KernelConfig | None:
