@@ -380,6 +380,12 @@ def has_wgmma(arch: str | None) -> bool:
     return arch is not None and arch_number(arch) == 90
 
 
+# The shortest K of a wgmma tile for M and N of 128 or more. K of 64 to 255 (write-bound: attention scores
+# 'bhqd,bhkd->bhqk' with d = 64 or 128, 4096 x 4096 x 64) runs the producer tile over several tiles (its
+# next tile's loads in flight while one is stored), not the wide one: H100 f16 (session 49,
+# small_k_configs_f16_*_session49.txt) 128 x 256 s3 p 33.9 / 42.0 / 17.1 us against mma.sync 128 x 128's
+# 64.5 / 82.3 / 29.1 (torch.einsum 35 on the first).
+WGMMA_MIN_K = 64
 # wgmma 128 x 128 with 3 stages: for M or N in the hundreds, and for one tile row of M = 72 (see below).
 _WGMMA_128X128 = KernelConfig("wgmma", 128, 128, 64, 3)
 
@@ -399,7 +405,8 @@ def _wgmma_tile(plan):
     small = KernelConfig("wgmma", 128, 64, 64, 4)
     if _scalar_staging(plan, small):
         return None
-    if plan.m >= 1024 and plan.n >= 1024 and _staged(plan, big) == 0 and not _few_wide_tiles(plan, big):
+    if plan.m >= 1024 and plan.n >= 1024 and plan.k >= 256 and _staged(plan, big) == 0 \
+            and not _few_wide_tiles(plan, big):
         return _wide_tile(plan, replace(big, ws=not loads_have_ops(plan)))
     if _staged(plan, _WGMMA_128X128):
         return small
@@ -652,7 +659,7 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
     """Tile sizes from the GEMM extents, so skinny dimensions waste little of a tile."""
     path = math_path(plan)
     m, n = plan.m, plan.n
-    if path == "mma16" and has_wgmma(arch) and m >= 128 and n >= 128 and plan.k >= 256:
+    if path == "mma16" and has_wgmma(arch) and m >= 128 and n >= 128 and plan.k >= WGMMA_MIN_K:
         cfg = _wgmma_tile(plan)
         if cfg is not None:
             return cfg
