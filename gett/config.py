@@ -208,6 +208,12 @@ def output_tiles(plan, cfg: KernelConfig) -> int:
     return -(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch
 
 
+def grid_ctas(plan, cfg: KernelConfig) -> int:
+    """CTAs of a launch of ``cfg`` over ``plan`` (before CTAs over several tiles cap them): its output tiles,
+    ``tiles_per_cta`` a CTA, times the split of K."""
+    return -(-output_tiles(plan, cfg) // cfg.tiles_per_cta) * cfg.split_k
+
+
 def fit_tile(extent: int, choices) -> int:
     """Smallest tile from ``choices`` (ascending) that covers ``extent``, else the largest."""
     for c in choices:
@@ -307,14 +313,14 @@ def dot_config(plan) -> KernelConfig | None:
     if vector == 1 and bm == bn == 1 and _batch_is_stride_one(plan):
         # a thread a row, a warp's loads side by side along the batch; 16 CTAs of 128 an SM (all its threads)
         cfg = KernelConfig("dot", 1, 1, 1, DOT_LOADS // 2)
-        ctas = -(-output_tiles(plan, cfg) // cfg.tiles_per_cta)
-        return replace(cfg, split_k=max(1, min(-(-16 * WAVE_SMS // ctas), plan.k // 64, DOT_MAX_SPLIT)))
+        return replace(cfg, split_k=max(1, min(-(-16 * WAVE_SMS // grid_ctas(plan, cfg)), plan.k // 64,
+                                               DOT_MAX_SPLIT)))
     stages = max(1, min(4, DOT_LOADS // (bm + bn)))
     steps = plan.k // vector
     threads = next(t for t in DOT_THREADS if t >= min(256, -(-steps // stages)) and t >= 32 or t == 256)
     cfg = KernelConfig("dot", bm, bn, threads, stages)
-    ctas = -(-output_tiles(plan, cfg) // cfg.tiles_per_cta)
-    return replace(cfg, split_k=max(1, min(-(-TARGET_CTAS // ctas), steps // (threads * 16), DOT_MAX_SPLIT)))
+    return replace(cfg, split_k=max(1, min(-(-TARGET_CTAS // grid_ctas(plan, cfg)), steps // (threads * 16),
+                                           DOT_MAX_SPLIT)))
 
 
 def _batch_is_stride_one(plan) -> bool:

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import dependent_launch
 from .codegen import SM_SHARED_BYTES, shared_ctas
-from .config import output_tiles
+from .config import grid_ctas
 
 _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64": np.float64,
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
@@ -158,7 +158,7 @@ class Launcher:
         if kernel.tma is not None:
             from .tensor_map import TensorMaps
             self._maps = TensorMaps(kernel.tma, self._by_value)
-        ctas = -(-output_tiles(plan, cfg) // cfg.tiles_per_cta) * cfg.split_k
+        ctas = grid_ctas(plan, cfg)
         if cfg.persistent:   # as many CTAs as the SMs hold at once, each running every so many tiles
             with cupy.cuda.Device(device):
                 registers = cupy.cuda.driver.funcGetAttribute(_NUM_REGS, self._fn.ptr)
