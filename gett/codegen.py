@@ -30,14 +30,17 @@ class OperandLayout:
     vector: int         # elements per access
     is_async: bool      # cp.async (≥ 4 bytes per access) rather than staged through registers
     step: int = 1       # tile positions between a vector's elements (2nd mode of a box)
+    partial: bool = False   # the last vector of the run may pass the operand's end: its copy clips (src-size)
 
 
-def vector_width(plan, tensor: str, group: str, tile_extent: int) -> tuple:
+def vector_width(plan, tensor: str, group: str, tile_extent: int, clipped: bool = False) -> tuple:
     """(elements, step) of the widest access (≤ 16 bytes) along ``group`` that is contiguous in
     memory, aligned and never crosses its mode: the run of stride-1 elements and every other stride
     of the tensor must be multiples of it, and so must the data pointer's alignment. The stride-1
     mode is the group's first (step 1) or, in a box, its second: then consecutive elements lie
-    ``step`` = first mode's extent apart in the tile, and the box must tile the tile."""
+    ``step`` = first mode's extent apart in the tile, and the box must tile the tile. ``clipped``: the
+    loads can clip a vector at the operand's end (asynchronous copies of at least 4 bytes), so where the
+    stride-1 mode is the group's only mode its extent need not be a multiple (an odd extent, padded rows)."""
     desc = plan.descriptors[tensor]
     table = plan.tables[group]
     strides = table.strides_of(tensor)
@@ -45,11 +48,13 @@ def vector_width(plan, tensor: str, group: str, tile_extent: int) -> tuple:
     if position is None:
         return 1, 1
     run, step = table.extents[position], table.extents[0] if position == 1 else 1
+    alone = clipped and len(strides) == 1
     others = [s for g in GROUPS for i, s in enumerate(plan.tables[g].strides_of(tensor))
               if not (g == group and i == position)]
     v = max(16 // desc.dtype.itemsize, 1)
     while v > 1:
-        if run % v == 0 and tile_extent % (v * step) == 0 and desc.alignment >= v * desc.dtype.itemsize \
+        whole = run % v == 0 or (alone and v * desc.dtype.itemsize >= 4)
+        if whole and tile_extent % (v * step) == 0 and desc.alignment >= v * desc.dtype.itemsize \
                 and all(s % v == 0 for s in others):
             return v, step
         v //= 2
@@ -63,15 +68,20 @@ def _innermost_stride(plan, tensor: str, group: str) -> int:
 
 def operand_layout(plan, tensor: str, row_group: str, rows: int, bk: int) -> OperandLayout:
     """Load along whichever of (rows, K) gives the wider vector; with equal width, along the smaller
-    innermost stride, so a warp's accesses stay as close together as the tensor allows."""
-    (v_rows, step_rows), (v_k, step_k) = vector_width(plan, tensor, row_group, rows), vector_width(plan, tensor, "K", bk)
+    innermost stride, so a warp's accesses stay as close together as the tensor allows. Vectors may end
+    past the operand (``partial``, see vector_width) where it has no op: an op's pass over a landed vector
+    would turn its zero-filled tail into op(0)."""
+    clipped = (plan.ops.op_a if tensor == "A" else plan.ops.op_b) is None
+    (v_rows, step_rows), (v_k, step_k) = (vector_width(plan, tensor, row_group, rows, clipped),
+                                          vector_width(plan, tensor, "K", bk, clipped))
     if v_rows != v_k:
         row_contig = v_rows > v_k
     else:
         row_contig = _innermost_stride(plan, tensor, row_group) < _innermost_stride(plan, tensor, "K")
     v, step = (v_rows, step_rows) if row_contig else (v_k, step_k)
     itemsize = plan.descriptors[tensor].dtype.itemsize
-    return OperandLayout(row_contig, v, step == 1 and v * itemsize >= 4, step)
+    run = plan.tables[row_group if row_contig else "K"].extents[0] if v > 1 else 1
+    return OperandLayout(row_contig, v, step == 1 and v * itemsize >= 4, step, run % v != 0)
 
 
 def operand_layouts(plan, cfg: KernelConfig, stage_ops: bool = True) -> tuple:
@@ -415,7 +425,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
                 f"Problem::IndexK, Problem::{t}{rows_group}, Problem::{t}K, {op}, {rows}, {cfg.bk}, {cfg.load_threads}, "
                 f"{'true' if layout.row_contig else 'false'}, {layout.vector}, "
                 f"{'true' if layout.is_async else 'false'}, {layout.step}, "
-                f"{'true' if cfg.math == 'wgmma' else 'false'}>")
+                f"{'true' if cfg.math == 'wgmma' else 'false'}{', true' if layout.partial else ''}>")
 
     def coordinates(table, strides):   # a table per dimension of the map, its strides in that dimension
         return "gett::Coordinates<" + ", ".join(

@@ -15,7 +15,10 @@ memory-bound ones only where A and B are contiguous along different K modes, and
 K order, where a small B shared by many tiles lies N-major, into a K-major copy, and where a small B is
 contiguous across the big A's K rows, into A's K order. Where a small A is shared by many tiles and B is
 big, the kernel takes B first (:func:`exchanges_operands`); the copies are then chosen for that order.
-The copies live in a workspace taken from CuPy's memory pool at each call. An operand's elementwise op
+A 16-bit operand whose strides leave its runs unaligned (a row-major matrix with an odd row length) is
+copied in its own order, its runs padded to whole 16-byte vectors, where the plan is large enough and reads
+it several times (:func:`_staged_for_alignment`); every copy pads its runs so. The copies live in a
+workspace taken from CuPy's memory pool at each call. An operand's elementwise op
 (``op_a``/``op_b``) is applied by its copy, once per element, and the staged contraction runs without it;
 an operand with an op is also staged for that alone where the kernel would apply the op many times over
 (compute-bound plans, small operands shared by many tiles; :func:`_staged_for_op`).
@@ -40,6 +43,10 @@ SHORT_RUN_BYTES = 256
 SMALL_OPERAND_SHARE = 64
 OP_TILE = 128
 OP_REUSE_STAGED = 256
+# A plan copies its unaligned 16-bit operands into padded runs where it does at least this many flops, and
+# this many per byte it moves (_staged_for_alignment).
+ALIGN_MIN_FLOPS = 1 << 28
+ALIGN_MIN_INTENSITY = 32
 COPY_KERNEL_NAME = "gett_stage_copy"
 _INT_MAX = 2**31 - 1
 
@@ -60,7 +67,9 @@ class Staging:
 
     @property
     def nbytes(self) -> int:
-        return self.target.nbytes
+        """Bytes of the copy's workspace: its span, padding between runs included."""
+        t = self.target
+        return (sum((e - 1) * s for e, s in zip(t.shape, t.strides)) + 1) * t.dtype.itemsize
 
 
 def _strides(plan, tensor: str) -> dict:
@@ -90,14 +99,54 @@ def run_bytes(plan, tensor: str) -> int:
     return run * plan.descriptors[tensor].dtype.itemsize
 
 
-def dense_strides(shape: tuple, modes: tuple, order: tuple) -> tuple:
-    """Strides (per dimension of ``modes``) of the dense layout whose innermost mode is ``order[0]``."""
+def dense_strides(shape: tuple, modes: tuple, order: tuple, run_multiple: int = 1) -> tuple:
+    """Strides (per dimension of ``modes``) of the dense layout whose innermost mode is ``order[0]``; where that
+    mode holds at least ``run_multiple`` elements, its runs start ``run_multiple`` elements apart (padded), so
+    that vectors of that many elements stay aligned along every run."""
     extent = dict(zip(modes, shape))
     stride, step = {}, 1
-    for m in order:
+    for i, m in enumerate(order):
         stride[m] = step
         step *= extent[m]
+        if i == 0 and step >= run_multiple:
+            step = -(-step // run_multiple) * run_multiple
     return tuple(stride[m] for m in modes)
+
+
+def own_order(plan, tensor: str) -> tuple:
+    """``tensor``'s modes by increasing stride (extent-1 modes last): a copy in this order moves whole runs."""
+    desc = plan.descriptors[tensor]
+    key = dict(zip(plan.modes[tensor], zip((e == 1 for e in desc.shape), (abs(s) for s in desc.strides))))
+    return tuple(sorted(plan.modes[tensor], key=key.__getitem__))
+
+
+def misaligned(plan, tensor: str) -> bool:
+    """Whether ``tensor`` (A or B) has 16-bit elements in runs of a whole 16-byte vector or more along its
+    stride-1 mode that its other strides or its data pointer leave unaligned (a row-major matrix with an odd
+    row length): its tiles then load one element at a time through registers (a 2-byte access cannot be an
+    asynchronous copy), where a copy with padded runs (:func:`dense_strides`) loads 16 bytes at a time.
+    4-byte elements keep their asynchronous scalar copies: a copy measured no faster there (below)."""
+    desc, fast = plan.descriptors[tensor], _fast_mode(plan, tensor)
+    strides = _strides(plan, tensor)
+    if desc.dtype.itemsize != 2 or fast is None or plan.analysis.extents[fast] < 8 \
+            or any(s < 0 for s in strides.values()):
+        return False
+    return desc.alignment < 16 or any(s % 8 for m, s in strides.items() if m != fast)
+
+
+def _staged_for_alignment(plan) -> tuple:
+    """Operands copied into padded runs for their alignment alone (:func:`misaligned`), in plans of at least
+    ALIGN_MIN_FLOPS that do at least ALIGN_MIN_INTENSITY flops per byte they move (each operand then is read
+    by several tiles). H100, row-major f16 (session 50, ``.exp/session50/odd2.py``), as is -> with the
+    copies: 'ik,kj->ij' 4095 x 777 x 129 46.4 -> 21.4 us, 999^3 63.2 -> 22.9, 4097^3 2011 -> 361, 2047^3
+    237 -> 48.0, 8191 x 1001 x 257 127.7 -> 42.9, 'bik,bkj->bij' 32 x 255^3 67.7 -> 24.5, attention scores
+    with d = 65 315 -> 159 (torch.einsum 26.4, 32.3, 998, 119, 64.2, 18.1, 117); not worth its copies
+    below: 300^3 8.0 -> 11.4, 100^3 7.0 -> 11.8, 1024 x 33^3 20.5 -> 22.9, and matrix-vector products
+    (8191^2 98 -> 155). f32 (its scalars copied asynchronously): 4097^3 4164 -> 3941, 999^3 84.2 -> 86.6,
+    32 x 255^3 42.1 -> 51.8: not copied."""
+    if plan.flops < ALIGN_MIN_FLOPS or plan.flops < ALIGN_MIN_INTENSITY * plan.moved_bytes:
+        return ()
+    return tuple(t for t in "AB" if misaligned(plan, t))
 
 
 def target_orders(plan) -> dict:
@@ -261,20 +310,25 @@ def choose_staging(plan, force: bool = False) -> tuple:
     """The operands to stage for ``plan`` (a tuple of :class:`Staging`, possibly empty).
 
     For its layout (:func:`_staged_for_layout`) an operand is copied only where the target layout differs
-    from its own; for its op (:func:`_staged_for_op`) it is copied anyway, the copy applying the op.
-    ``force`` stages both (tests), where a layout differs or an op applies.
+    from its own; for its op (:func:`_staged_for_op`) it is copied anyway, the copy applying the op; for
+    its alignment alone (:func:`misaligned`) it keeps its own order (:func:`own_order`). Every copy's runs
+    are padded to whole 16-byte vectors (:func:`dense_strides`). ``force`` stages both (tests), where a
+    layout differs or an op applies.
     """
     if plan.is_empty:
         return ()
     chosen = ("A", "B") if force else set(_staged_for_layout(plan) + _staged_for_op(plan))
-    if not chosen:
+    aligned = () if force else tuple(t for t in _staged_for_alignment(plan) if t not in chosen)
+    if not chosen and not aligned:
         return ()
     orders, out = target_orders(plan), []
-    for t in (t for t in "AB" if t in chosen):
+    for t in (t for t in "AB" if t in chosen or t in aligned):
         src, op = plan.descriptors[t], plan.ops.op_a if t == "A" else plan.ops.op_b
-        target = TensorDescriptor(src.shape, dense_strides(src.shape, plan.modes[t], orders[t]), src.dtype)
+        order = orders[t] if t in chosen else own_order(plan, t)
+        strides = dense_strides(src.shape, plan.modes[t], order, 16 // src.dtype.itemsize)
+        target = TensorDescriptor(src.shape, strides, src.dtype)
         if target.strides != src.strides or op is not None:
-            out.append(Staging(t, plan.modes[t], orders[t], src, target, op, plan.compute_type.name))
+            out.append(Staging(t, plan.modes[t], order, src, target, op, plan.compute_type.name))
     return tuple(out)
 
 
@@ -359,8 +413,10 @@ def render_copy(staging: Staging) -> CopySource:
         v = 1 if fast is None else _vector_width(src, 16, (ext[fast], *(s_src[m] for m in modes if m != fast)))
         threads, unroll = 256, 4
         vectors = size // v
+        padded = dst.strides != dense_strides(dst.shape, staging.modes, staging.order)
+        dst_table = f", {table_type(table, 'dst')}" if padded else ""
         body = _copy_kernel(threads, ctype, f"gett::copy_runs<{ctype}, Acc, Op, Index, {table_type(table, 'src')}, "
-                                            f"{v}, {unroll}>(src, dst, Index({vectors}))")
+                                            f"{v}, {unroll}{dst_table}>(src, dst, Index({vectors}))")
         blocks = max(1, min(-(-vectors // (threads * unroll)), 1 << 30))
         return CopySource(head + body, (blocks, 1, 1), (threads, 1, 1))
     threads = 256

@@ -7,20 +7,26 @@ __device__ __forceinline__ unsigned smem_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// Copy BYTES (4, 8 or 16) from global to shared memory without staging in registers; when !valid
-// nothing is read and the destination is zero-filled (src-size 0). An L2 miss fetches the whole 128-byte
-// line (.L2::128B), which neighbouring loads then find: H100, runner A/B (session 36), f16 #1, #2, #5 and
-// #19 4-5% faster, #17/#18 2%, f32 #1-#4 2-5%; 256 bytes cost #9 12% and #19 15%.
+// Copy the first src_bytes (0 to BYTES) of BYTES (4, 8 or 16) from global to shared memory without
+// staging in registers; the rest of the destination is zero-filled (a vector clipped at an operand's end).
 template <int BYTES>
-__device__ __forceinline__ void cp_async(void* smem, const void* gmem, bool valid) {
+__device__ __forceinline__ void cp_async_clipped(void* smem, const void* gmem, int src_bytes) {
   const unsigned dst = smem_address(smem);
-  const int src_bytes = valid ? BYTES : 0;
   if constexpr (BYTES == 16) {
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
   } else {
     asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem), "n"(BYTES),
                  "r"(src_bytes));
   }
+}
+
+// Copy BYTES (4, 8 or 16) from global to shared memory without staging in registers; when !valid
+// nothing is read and the destination is zero-filled (src-size 0). An L2 miss fetches the whole 128-byte
+// line (.L2::128B), which neighbouring loads then find: H100, runner A/B (session 36), f16 #1, #2, #5 and
+// #19 4-5% faster, #17/#18 2%, f32 #1-#4 2-5%; 256 bytes cost #9 12% and #19 15%.
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem, bool valid) {
+  cp_async_clipped<BYTES>(smem, gmem, valid ? BYTES : 0);
 }
 
 // A global load of one 16-byte vector whose L2 miss fetches the whole 128-byte line, as cp_async's does:

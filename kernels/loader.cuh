@@ -9,6 +9,8 @@
 // VSTEP > 1: a vector's elements, consecutive in memory, lie VSTEP positions apart in the tile — the
 // operand's stride-1 mode is the second mode of a box (gett/tiling.py); staged through registers,
 // except in swizzled tiles (below).
+// PARTIAL: the operand's end may fall inside a vector (an odd extent of a tensor whose strides keep
+// vectors aligned); the copy of that vector reads only the elements before the end, zero-filling the rest.
 // SWIZZLE128: no padding; the tile is the 128-byte-swizzled layout Hopper's wgmma reads (see
 // swizzled_index), with 16-byte accesses still landing in whole chunks. There, strided vectors of
 // 8 16-bit elements with VSTEP 8 (one 8 x 8 block per 64 positions) are copied asynchronously as
@@ -21,7 +23,7 @@ namespace gett {
 
 template <class T, class Acc, class Offset, class RowIndex, class KIndex, class RowTable, class KTable,
           class Op, int BR, int BK, int THREADS, bool ROW_CONTIG, int V, bool ASYNC, int VSTEP = 1,
-          bool SWIZZLE128 = false>
+          bool SWIZZLE128 = false, bool PARTIAL = false>
 struct TileLoader {
   using Element = T;
   static constexpr bool kRowContig = ROW_CONTIG;
@@ -46,6 +48,7 @@ struct TileLoader {
   static constexpr bool kFixedLinePos = THREADS % VPL == 0;          // a thread's position in a line never moves
   static_assert(LINE % V == 0, "tile extent must be a multiple of the vector width");
   static_assert(ASYNC ? sizeof(T) * V >= 4 : true, "cp.async moves at least 4 bytes");
+  static_assert(!PARTIAL || (ASYNC && VSTEP == 1 && Op::is_identity), "clipped vectors: plain asynchronous copies");
   // Async strided vectors land as whole chunks, then each 8 x 8 block of the line is transposed.
   static constexpr bool kTransposes = ASYNC && VSTEP > 1;
   static_assert(VSTEP == 1 || LINE % (VSTEP * V) == 0, "strided vectors tile the line");
@@ -61,6 +64,7 @@ struct TileLoader {
   int tid;
   Offset row_off[ITERS];
   bool row_ok[ITERS];
+  int row_left[PARTIAL && ROW_CONTIG ? ITERS : 1];   // rows from the vector's first to the operand's end
   Vector staged[ASYNC ? 1 : ITERS];
   bool staged_ok[ASYNC ? 1 : ITERS];
 
@@ -90,6 +94,7 @@ struct TileLoader {
       const long long row = row0 + r;
       row_ok[i] = in_tile(i) && row < row_extent;
       row_off[i] = row_ok[i] ? RowTable::offset(RowIndex(row)) : Offset(0);
+      if constexpr (PARTIAL && ROW_CONTIG) row_left[i] = row_extent - row < V ? int(row_extent - row) : V;
     }
   }
 
@@ -141,7 +146,10 @@ struct TileLoader {
       const KIndex k = k0 + KIndex(kk);
       const bool ok = row_ok[i] && k < k_extent;
       const T* src = base + (ok ? Offset(row_off[i] + KTable::offset(k)) : Offset(0));   // one 64-bit add
-      if constexpr (ASYNC) {
+      if constexpr (PARTIAL) {
+        const int left = ROW_CONTIG ? row_left[i] : (k_extent - k < KIndex(V) ? int(k_extent - k) : V);
+        if (in_tile(i)) cp_async_clipped<sizeof(Vector)>(stage + landing_index(r, kk), src, ok ? left * int(sizeof(T)) : 0);
+      } else if constexpr (ASYNC) {
         if (in_tile(i)) cp_async<sizeof(Vector)>(stage + landing_index(r, kk), src, ok);
       } else {
         staged_ok[i] = ok;

@@ -1,8 +1,8 @@
 // Operand staging (gett/staging.py): copy a tensor into a dense layout of the same shape with its modes
 // in another order, so that the contraction kernel reads long aligned runs of it. The destination is
-// dense in its mode order; where an element comes from is an index table (layout.cuh) evaluated on the
-// destination's linear index. The contraction reads the copy right after, so the copy's stores ask the L2 to
-// keep their lines (store_global_kept).
+// dense in its mode order, its runs padded to whole 16-byte vectors; where an element comes from is an
+// index table (layout.cuh) evaluated on the destination's linear index. The contraction reads the copy
+// right after, so the copy's stores ask the L2 to keep their lines (store_global_kept).
 #pragma once
 #include "copy.cuh"
 #include "grid_dependency.cuh"
@@ -11,11 +11,18 @@
 
 namespace gett {
 
+// A dense destination: element i lies at offset i.
+struct DenseOffsets {
+  template <class I>
+  __device__ __forceinline__ static I offset(I i) { return i; }
+};
+
 // The destination's innermost mode is the source's stride-1 mode: thread after thread moves V-element
 // vectors, UNROLL of them loaded before any is stored so their latencies overlap. SrcTable maps a
-// destination element index to its source offset. Op (computed in Acc) is the operand's elementwise op,
-// applied here once per element so that the contraction reads the copy without one.
-template <class T, class Acc, class Op, class Index, class SrcTable, int V, int UNROLL>
+// destination element index to its source offset, DstTable to its destination offset (runs padded to
+// whole vectors; V divides the run). Op (computed in Acc) is the operand's elementwise op, applied here
+// once per element so that the contraction reads the copy without one.
+template <class T, class Acc, class Op, class Index, class SrcTable, int V, int UNROLL, class DstTable = DenseOffsets>
 __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restrict__ dst, Index vectors) {
   using Vector = Vec<T, V>;
   const Index stride = Index(gridDim.x) * Index(blockDim.x) * Index(UNROLL);
@@ -31,7 +38,7 @@ __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restri
     for (int u = 0; u < UNROLL; ++u) {
       const Index i = first + Index(u) * Index(blockDim.x);
       if (i < vectors)
-        store_global_kept(reinterpret_cast<Vector*>(dst + i * Index(V)), apply_op<Acc, Op>(v[u], true));
+        store_global_kept(reinterpret_cast<Vector*>(dst + DstTable::offset(i * Index(V))), apply_op<Acc, Op>(v[u], true));
     }
   }
 }

@@ -915,3 +915,47 @@ def test_a_tile_copied_asynchronously_runs_in_ctas_over_several_tiles(tccg, cfg)
     with pytest.raises(ValueError, match="cp.async with an op"):
         render_kernel(tile_plan(fused, cfg), cfg, arch="sm_90")
     assert not default_config(fused, "sm_90").persistent
+
+
+def padded_rows(shape, dtype, pad=8):
+    """A row-major descriptor of ``shape`` whose rows start ``pad``-element multiples apart (an odd last
+    extent in a padded buffer)."""
+    strides, step = [], 1
+    for i, e in enumerate(reversed(shape)):
+        strides.append(step)
+        step *= -(-e // pad) * pad if i == 0 else e
+    return gett.TensorDescriptor(shape, tuple(reversed(strides)), dtype)
+
+
+@pytest.mark.parametrize("a_modes,b_modes", [("mk", "kn"), ("km", "nk")])
+def test_odd_extents_with_aligned_rows_load_clipped_vectors(a_modes, b_modes):
+    """An odd extent along the stride-1 mode (rows padded to 16 bytes) still loads 16-byte vectors, the last
+    one of each run clipped at the operand's end (cp.async's src-size), K- and row-contiguous alike; the
+    heuristic then takes the wgmma path (TMA), and a loader with clipped vectors compiles. Not where the
+    operand has an op (op(0) would fill the clipped tail): one element at a time there."""
+    ext = {"m": 1001, "n": 263, "k": 777}
+    shape = lambda modes: tuple(ext[x] for x in modes)
+    a, b = padded_rows(shape(a_modes), "f16"), padded_rows(shape(b_modes), "f16")
+    c = gett.TensorDescriptor((1001, 263), (263, 1), "f32")
+    plan = gett.plan_contraction(a, a_modes, b, b_modes, c, "mn")
+    la, lb = operand_layout(plan, "A", "M", 128, 64), operand_layout(plan, "B", "N", 128, 64)
+    assert (la.vector, la.partial, la.is_async, la.row_contig) == (8, True, True, a_modes == "km")
+    assert (lb.vector, lb.partial, lb.is_async, lb.row_contig) == (8, True, True, b_modes == "kn")
+    assert plan.staging == () and plan.kernel("sm_90").config.math == "wgmma" and plan.kernel("sm_90").tma
+    k = build_kernel(plan, "sm_90", KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32))
+    assert k.source.count("gett::TileLoader<") == 2 and k.source.count(", true>;") == 2   # both loaders clip
+    assert k.report.spill_stores == 0
+    with_op = gett.plan_contraction(a, a_modes, b, b_modes, c, "mn", op_a=lambda x: 2 * x)
+    assert operand_layout(with_op, "A", "M", 128, 64).vector == 1
+    assert operand_layout(with_op, "B", "N", 128, 64).partial
+
+
+def test_vectors_are_clipped_only_at_the_operand_end():
+    """Where the stride-1 mode shares its group with another mode, a vector would cross into the next run
+    mid-tile: the width stays a divisor of the run (here 1001 x 3 rows of M: scalars)."""
+    D = gett.TensorDescriptor
+    a = D((1001, 3, 64), (1, 1008, 3024), "f16")     # (a, b) together are M, k
+    plan = gett.plan_contraction(a, "abk", D((64, 128), (1, 64), "f16"), "kn", D((1001, 3, 128), (1, 1001, 3003), "f32"),
+                                 "abn")
+    lay = operand_layout(plan, "A", "M", 128, 64)
+    assert not lay.partial and lay.vector == 1

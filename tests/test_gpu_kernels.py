@@ -499,7 +499,8 @@ def test_producers_keep_a_resident_tile(a, b, d, tile, stages, resident, tma, be
     (ma, sa), (mb, sb), (md, sd) = a, b, d
     A, B, c, C, D = f16_operands(np.random.default_rng(26), sa, sb, sd)
     config = KernelConfig("wgmma", *tile, 64, stages, ws=True, persistent=True, resident=resident)
-    plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=beta, config=config)
+    # staging=False: the unaligned cases test cp.async loads of their own layouts, not copies into padded runs
+    plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=beta, config=config, staging=False)
     assert plan.kernel().config == config and (plan.kernel().tma is not None) == tma
     line = -(-plan.n // tile[1]) if resident == "b" else -(-plan.m // tile[0])
     grid = launcher(plan, cp.cuda.Device().id, "cupy")._grid[0]
@@ -1174,3 +1175,45 @@ def test_split_k_partials_off_a_line_are_kept_in_l2():
     finally:
         cp.cuda.set_allocator(pool.malloc)
     assert shifted and all(offset == 16 for offset in shifted)
+
+
+def _rows_padded(values, pad):
+    """``values`` (a host array) on the GPU as a view of a buffer whose rows are padded to ``pad`` elements."""
+    last = values.shape[-1]
+    buf = cp.full(values.shape[:-1] + (-(-last // pad) * pad,), np.nan, dtype=values.dtype)
+    buf[..., :last] = cp.asarray(values)
+    return buf[..., :last]
+
+
+ODD_CONFIGS = {   # None: the heuristic's (wgmma with TMA loads for f16)
+    "heuristic": None, "mma16": dict(math="mma16", bm=128, bn=128, bk=32, stages=3, wm=64, wn=32),
+    "wgmma": dict(math="wgmma", bm=128, bn=128, bk=64, stages=3), "simt": dict(math="simt", bm=128, bn=64, bk=16,
+                                                                             stages=3, tm=8, tn=4)}
+
+
+@pytest.mark.parametrize("a_modes,b_modes", [("mk", "kn"), ("km", "nk")])
+@pytest.mark.parametrize("rows", ["padded", "unaligned"])
+@pytest.mark.parametrize("dtype,config", [("f16", "heuristic"), ("f16", "mma16"), ("f16", "wgmma"),
+                                          ("f32", "heuristic"), ("f32", "simt")])
+def test_odd_extents(a_modes, b_modes, rows, dtype, config):
+    """Odd extents along every operand's stride-1 mode (1001 x 263 x 777): with rows padded to 16 bytes the
+    loads take vectors clipped at the operand's end, K- and row-contiguous; with unaligned rows (plain
+    row-major arrays) a 16-bit plan copies its operands into padded runs first. Every output element is
+    checked against float64 (outputs poisoned with NaN; padding holds NaN)."""
+    from gett.config import KernelConfig
+    if cp.cuda.Device().compute_capability != "90" and config in ("heuristic", "wgmma") and dtype == "f16":
+        pytest.skip("the wgmma path needs an sm_90 GPU")
+    rng = np.random.default_rng(1001)
+    ext = {"m": 1001, "n": 263, "k": 777}
+    host = {t: random_values(rng, int(np.prod([ext[x] for x in modes])), dtype).reshape([ext[x] for x in modes])
+            .astype(NUMPY_DTYPE[dtype]) for t, modes in (("A", a_modes), ("B", b_modes))}
+    pad = 16 // np.dtype(NUMPY_DTYPE[dtype]).itemsize
+    A, B = ((_rows_padded(host[t], pad) if rows == "padded" else cp.asarray(host[t])) for t in "AB")
+    D = cp.full((1001, 263), np.nan, dtype=cp.float32)
+    cfg = None if ODD_CONFIGS[config] is None else KernelConfig(**ODD_CONFIGS[config])
+    plan = gett.plan_contraction(A, a_modes, B, b_modes, D, "mn", config=cfg)
+    staged = [st.tensor for st in plan.staging]
+    assert staged == (["A", "B"] if rows == "unaligned" and dtype == "f16" else [])
+    gett.contract(plan, 1.0, A, B, 0.0, D)
+    expect = np.einsum(f"{a_modes},{b_modes}->mn", host["A"].astype(np.float64), host["B"].astype(np.float64))
+    assert_close(cp.asnumpy(D), expect, tol=2e-3 if dtype == "f16" else 1e-5)

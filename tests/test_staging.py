@@ -175,7 +175,8 @@ def test_staging_option():
 
 def _staged_copy(array: np.ndarray, target) -> np.ndarray:
     """``array`` copied into a fresh buffer laid out with ``target``'s strides (the planner's layout)."""
-    buf = np.full(max(array.size, 1), np.nan if array.dtype.kind in "fc" else 0, dtype=array.dtype)
+    span = sum((e - 1) * s for e, s in zip(target.shape, target.strides)) + 1
+    buf = np.full(max(span, 1), np.nan if array.dtype.kind in "fc" else 0, dtype=array.dtype)
     view = np.lib.stride_tricks.as_strided(buf, array.shape, [s * array.itemsize for s in target.strides])
     view[...] = array
     return view
@@ -184,8 +185,9 @@ def _staged_copy(array: np.ndarray, target) -> np.ndarray:
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=contractions(dtypes=("f32", "f64", "c128", "i64")), seed=st.integers(0, 2**32 - 1))
 def test_forced_staging_through_the_reference_executor(case, seed):
-    """Every staged copy's table is a bijection onto the dense target, and the contraction over the
-    copies (the staged plan, through the reference executor) equals numpy.einsum in float64."""
+    """Every staged copy's table is a bijection onto the target's elements (dense, or with runs padded to
+    whole vectors), and the contraction over the copies (the staged plan, through the reference executor)
+    equals numpy.einsum in float64."""
     if case.dtype.startswith("i"):
         case.alpha, case.beta = float(int(case.alpha) or 1), float(int(case.beta))
     arrays = build_host_arrays(case, np.random.default_rng(seed))
@@ -196,13 +198,15 @@ def test_forced_staging_through_the_reference_executor(case, seed):
     operands = {"A": A, "B": B}
     for staging in plan.staging:
         table = copy_table(staging)
-        dst = table.offsets("dst")
-        assert sorted(dst.tolist()) == list(range(staging.source.size))   # dense, each element once
+        dst, target = table.offsets("dst"), staging.target
+        span = staging.nbytes // target.dtype.itemsize
+        positions = np.indices(target.shape).reshape(len(target.shape), -1)
+        every = np.sort(np.asarray(target.strides, dtype=np.int64) @ positions) if target.shape else np.zeros(1, int)
+        assert np.array_equal(np.sort(dst), every) and every[-1] == span - 1   # each element once, in the span
         src_flat, src_base = flat_view(operands[staging.tensor])
-        moved = np.empty(staging.source.size, dtype=src_flat.dtype)
-        moved[dst] = src_flat[src_base + table.offsets("src")]
-        copied = _staged_copy(operands[staging.tensor], staging.target)
-        assert np.array_equal(flat_view(copied)[0][:staging.source.size], moved)
+        moved = src_flat[src_base + table.offsets("src")]
+        copied = _staged_copy(operands[staging.tensor], target)
+        assert np.array_equal(flat_view(copied)[0][dst], moved)
         operands[staging.tensor] = copied
     expect = oracle(case, A, B, C)
     execute_reference(plan.staged_plan or plan, case.alpha, operands["A"], operands["B"], case.beta, C, out)
@@ -327,3 +331,56 @@ def test_staged_copies_apply_the_operand_ops():
     expect = 2.0 * np.einsum("kmc,cnk->mn", la, lb) + 0.5 * np.where(C > 0, C, 0.01 * C)
     np.testing.assert_allclose(got, expect, rtol=1e-12, atol=1e-12)
     assert "#include \"elementwise.cuh\"" in render_copy(plan.staging[0]).source
+
+
+def row_major(shape, dtype):
+    strides, step = [], 1
+    for e in reversed(shape):
+        strides.append(step)
+        step *= e
+    return gett.TensorDescriptor(shape, tuple(reversed(strides)), dtype)
+
+
+def test_unaligned_16_bit_operands_are_copied_into_padded_runs():
+    """Row-major f16 matrices with odd row lengths load one element at a time: a large GEMM copies them in
+    their own order with each row padded to 16 bytes, and its kernel then loads 16-byte vectors (wgmma);
+    not f32 (asynchronous scalars), small GEMMs, matrix-vector products or aligned rows."""
+    def plan(m, n, k, dtype="f16", **kw):
+        return gett.plan_contraction(row_major((m, k), dtype), "mk", row_major((k, n), dtype), "kn",
+                                     row_major((m, n), dtype), "mn", **kw)
+    p = plan(4095, 129, 777)
+    assert [(st.tensor, st.order, st.target.strides) for st in p.staging] == [("A", ("k", "m"), (784, 1)),
+                                                                                ("B", ("n", "k"), (136, 1))]
+    assert p.staging[0].nbytes == (4094 * 784 + 777) * 2   # the span, padding between rows included
+    assert p.staged_plan.kernel("sm_90").config.math == "wgmma"
+    assert [st.tensor for st in plan(1001, 1001, 1001, dtype="bf16").staging] == ["A", "B"]
+    for small_or_aligned in (plan(300, 300, 300), plan(4095, 129, 777, dtype="f32"), plan(8191, 1, 8191),
+                             plan(4096, 128, 776), plan(4095, 129, 777, staging=False)):
+        assert small_or_aligned.staging == ()
+
+
+def test_padded_copy_kernels_compile():
+    """A copy into padded runs writes through the destination's table; a dense one keeps linear stores."""
+    from gett.kernel import build_copy
+    p = gett.plan_contraction(row_major((4095, 777), "f16"), "mk", row_major((777, 129), "f16"), "kn",
+                              row_major((4095, 129), "f16"), "mn")
+    source = render_copy(p.staging[0]).source
+    assert "gett::copy_runs<" in source and source.count("gett::Table<Offset") == 2
+    assert build_copy(p.staging[0], "sm_90").cubin_path.is_file()
+    assert render_copy(tccg_plan(28).staging[1]).source.count("gett::Table<Offset") == 1
+
+
+def test_unaligned_copies_through_the_reference_executor(monkeypatch):
+    """A small unaligned f16 GEMM (the size rules switched off) staged into padded runs, run by the reference
+    executor over the copies, equals numpy.einsum in float64."""
+    monkeypatch.setattr(gett.staging, "ALIGN_MIN_FLOPS", 0)
+    monkeypatch.setattr(gett.staging, "ALIGN_MIN_INTENSITY", 0)
+    rng = np.random.default_rng(50)
+    A = rng.standard_normal((37, 45)).astype(np.float16)
+    B = rng.standard_normal((45, 29)).astype(np.float16)
+    out = np.full((37, 29), np.nan, np.float16)
+    plan = gett.plan_contraction(A, "mk", B, "kn", out, "mn", beta=0)
+    assert [(st.tensor, st.target.strides) for st in plan.staging] == [("A", (48, 1)), ("B", (32, 1))]
+    copies = {st.tensor: _staged_copy({"A": A, "B": B}[st.tensor], st.target) for st in plan.staging}
+    execute_reference(plan.staged_plan, 1.0, copies["A"], copies["B"], 0.0, out, out)
+    np.testing.assert_allclose(out.astype(np.float64), A.astype(np.float64) @ B.astype(np.float64), rtol=3e-3, atol=3e-3)
