@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/common_einsums.py [--dtype f16|f32] [--only 'i,i->;ij,ij->i'] [--runs 30]
 
-GEMMs square and odd, batched and attention-shaped products, a linear layer, tensor-network contractions,
+GEMMs square and odd (rows of an odd length: unaligned), batched and attention-shaped products, a linear layer, tensor-network contractions,
 matrix-vector products, dot products, row-wise dots, an outer product and degenerate extents. The TCCG suite
 (tccg_suite) is what gett is tuned on; this list looks for shapes it handles badly. Per einsum: the relative
 error of each library against float64 (cupy.einsum), the GPU time (median of ``--runs`` calls queued behind a
@@ -25,6 +25,7 @@ CASES = (
     ("ik,kj->ij", dict(i=4096, k=4096, j=4096)),
     ("ik,kj->ij", dict(i=1000, k=1000, j=1000)),
     ("ik,kj->ij", dict(i=4095, k=777, j=129)),
+    ("ik,kj->ij", dict(i=2047, k=2047, j=2047)),
     ("bik,bkj->bij", dict(b=64, i=256, k=256, j=256)),
     ("bik,bkj->bij", dict(b=4096, i=32, k=32, j=32)),
     ("bhqd,bhkd->bhqk", dict(b=8, h=16, q=512, k=512, d=64)),

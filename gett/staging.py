@@ -17,7 +17,8 @@ contiguous across the big A's K rows, into A's K order. Where a small A is share
 big, the kernel takes B first (:func:`exchanges_operands`); the copies are then chosen for that order.
 A 16-bit operand whose strides leave its runs unaligned (a row-major matrix with an odd row length) is
 copied in its own order, its runs padded to whole 16-byte vectors, where the plan is large enough and reads
-it several times (:func:`_staged_for_alignment`); every copy pads its runs so. The copies live in a
+it several times (:func:`_staged_for_alignment`), long runs to whole 128-byte lines; every copy pads its
+runs to whole vectors. The copies live in a
 workspace taken from CuPy's memory pool at each call. An operand's elementwise op
 (``op_a``/``op_b``) is applied by its copy, once per element, and the staged contraction runs without it;
 an operand with an op is also staged for that alone where the kernel would apply the op many times over
@@ -113,6 +114,15 @@ def dense_strides(shape: tuple, modes: tuple, order: tuple, run_multiple: int = 
     return tuple(stride[m] for m in modes)
 
 
+def run_multiple(extent: int, itemsize: int, lines: bool) -> int:
+    """Elements a padded run of ``extent`` starts on: whole 16-byte vectors, or with ``lines`` (the copies for
+    alignment) whole 128-byte lines where that adds at most an eighth to the run. H100 f16, 4097^3 with rows
+    padded to 16 bytes 315 us, to 128 233 (4096^3 190; session 50, .exp/session50/big.py). Not the copies for
+    layout: #14's A in 320-element runs (whole lines) measured 122.0 us against 121.4 in 312 (session 12)."""
+    vector, line = max(16 // itemsize, 1), max(128 // itemsize, 1)
+    return line if lines and -(-extent // line) * line - extent <= extent // 8 else vector
+
+
 def own_order(plan, tensor: str) -> tuple:
     """``tensor``'s modes by increasing stride (extent-1 modes last): a copy in this order moves whole runs."""
     desc = plan.descriptors[tensor]
@@ -122,16 +132,20 @@ def own_order(plan, tensor: str) -> tuple:
 
 def misaligned(plan, tensor: str) -> bool:
     """Whether ``tensor`` (A or B) has 16-bit elements in runs of a whole 16-byte vector or more along its
-    stride-1 mode that its other strides or its data pointer leave unaligned (a row-major matrix with an odd
-    row length): its tiles then load one element at a time through registers (a 2-byte access cannot be an
-    asynchronous copy), where a copy with padded runs (:func:`dense_strides`) loads 16 bytes at a time.
-    4-byte elements keep their asynchronous scalar copies: a copy measured no faster there (below)."""
+    stride-1 mode that its other strides or its data pointer leave unaligned even for pairs (a row-major
+    matrix with an odd row length): its tiles then load one element at a time through registers (a 2-byte
+    access cannot be an asynchronous copy), where a copy with runs padded to 16 bytes (:func:`dense_strides`)
+    loads vectors: 16 bytes where the mode is alone in its group (the last one clipped), else as many
+    elements as divide its extent. 4-byte elements keep their asynchronous scalar copies: a copy measured no
+    faster there (see :func:`_staged_for_alignment`)."""
     desc, fast = plan.descriptors[tensor], _fast_mode(plan, tensor)
     strides = _strides(plan, tensor)
     if desc.dtype.itemsize != 2 or fast is None or plan.analysis.extents[fast] < 8 \
             or any(s < 0 for s in strides.values()):
         return False
-    return desc.alignment < 16 or any(s % 8 for m, s in strides.items() if m != fast)
+    pairs = desc.alignment >= 4 and all(s % 2 == 0 for m, s in strides.items() if m != fast)
+    group = plan.tables[plan.analysis.group_of[fast]]
+    return not pairs and (len(group.extents) == 1 or plan.analysis.extents[fast] % 2 == 0)
 
 
 def _staged_for_alignment(plan) -> tuple:
@@ -142,7 +156,8 @@ def _staged_for_alignment(plan) -> tuple:
     237 -> 48.0, 8191 x 1001 x 257 127.7 -> 42.9, 'bik,bkj->bij' 32 x 255^3 67.7 -> 24.5, attention scores
     with d = 65 315 -> 159 (torch.einsum 26.4, 32.3, 998, 119, 64.2, 18.1, 117); not worth its copies
     below: 300^3 8.0 -> 11.4, 100^3 7.0 -> 11.8, 1024 x 33^3 20.5 -> 22.9, and matrix-vector products
-    (8191^2 98 -> 155). f32 (its scalars copied asynchronously): 4097^3 4164 -> 3941, 999^3 84.2 -> 86.6,
+    (8191^2 98 -> 155); nor where the operands' pairs are aligned (asynchronous 4- or 8-byte copies already):
+    'abcd,dcef->fabe' with runs of 36 and 28 (benchmarks/common_einsums.py) 22.1 -> 32.4 us. f32 (its scalars copied asynchronously): 4097^3 4164 -> 3941, 999^3 84.2 -> 86.6,
     32 x 255^3 42.1 -> 51.8: not copied."""
     if plan.flops < ALIGN_MIN_FLOPS or plan.flops < ALIGN_MIN_INTENSITY * plan.moved_bytes:
         return ()
@@ -312,7 +327,7 @@ def choose_staging(plan, force: bool = False) -> tuple:
     For its layout (:func:`_staged_for_layout`) an operand is copied only where the target layout differs
     from its own; for its op (:func:`_staged_for_op`) it is copied anyway, the copy applying the op; for
     its alignment alone (:func:`misaligned`) it keeps its own order (:func:`own_order`). Every copy's runs
-    are padded to whole 16-byte vectors (:func:`dense_strides`). ``force`` stages both (tests), where a
+    are padded to whole 16-byte vectors, or lines (:func:`run_multiple`). ``force`` stages both (tests), where a
     layout differs or an op applies.
     """
     if plan.is_empty:
@@ -325,7 +340,8 @@ def choose_staging(plan, force: bool = False) -> tuple:
     for t in (t for t in "AB" if t in chosen or t in aligned):
         src, op = plan.descriptors[t], plan.ops.op_a if t == "A" else plan.ops.op_b
         order = orders[t] if t in chosen else own_order(plan, t)
-        strides = dense_strides(src.shape, plan.modes[t], order, 16 // src.dtype.itemsize)
+        inner = dict(zip(plan.modes[t], src.shape))[order[0]] if order else 1
+        strides = dense_strides(src.shape, plan.modes[t], order, run_multiple(inner, src.dtype.itemsize, t in aligned))
         target = TensorDescriptor(src.shape, strides, src.dtype)
         if target.strides != src.strides or op is not None:
             out.append(Staging(t, plan.modes[t], order, src, target, op, plan.compute_type.name))

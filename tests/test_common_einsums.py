@@ -1,13 +1,17 @@
-"""The beyond-TCCG benchmark's list (benchmarks/common_einsums.py) on the CPU: every einsum names extents
-for all its modes, and, scaled down, gett's reference executor agrees with numpy on it."""
+"""The beyond-TCCG benchmarks' lists (benchmarks/common_einsums.py, benchmarks/odd_extents.py) on the CPU:
+every einsum names extents for all its modes, and, scaled down, gett's reference executor agrees with numpy
+on it."""
 import numpy as np
 import pytest
 
 import gett
+from benchmarks import odd_extents
 from benchmarks.common_einsums import CASES, shapes
 
+LISTED = CASES + odd_extents.CASES
 
-@pytest.mark.parametrize("expr, extents", CASES, ids=[f"{e}-{i}" for i, (e, _) in enumerate(CASES)])
+
+@pytest.mark.parametrize("expr, extents", LISTED, ids=[f"{e}-{i}" for i, (e, _) in enumerate(LISTED)])
 def test_each_listed_einsum_is_complete_and_runs_scaled_down(expr, extents):
     modes = set(expr.replace(",", "").replace("->", ""))
     assert modes == set(extents)

@@ -343,20 +343,24 @@ def row_major(shape, dtype):
 
 def test_unaligned_16_bit_operands_are_copied_into_padded_runs():
     """Row-major f16 matrices with odd row lengths load one element at a time: a large GEMM copies them in
-    their own order with each row padded to 16 bytes, and its kernel then loads 16-byte vectors (wgmma);
-    not f32 (asynchronous scalars), small GEMMs, matrix-vector products or aligned rows."""
+    their own order with each row padded to 128 bytes (16 where that would add over an eighth), and its kernel then loads 16-byte vectors (wgmma);
+    not f32 (asynchronous scalars), small GEMMs, matrix-vector products, aligned rows, or rows whose pairs
+    are aligned (4-byte copies already: a row length of 778, or runs of 36 and 28 in 'abcd,dcef->fabe')."""
     def plan(m, n, k, dtype="f16", **kw):
         return gett.plan_contraction(row_major((m, k), dtype), "mk", row_major((k, n), dtype), "kn",
                                      row_major((m, n), dtype), "mn", **kw)
-    p = plan(4095, 129, 777)
-    assert [(st.tensor, st.order, st.target.strides) for st in p.staging] == [("A", ("k", "m"), (784, 1)),
+    p = plan(4095, 129, 777)   # A's rows in whole lines (777 -> 832), B's in whole vectors (129 -> 136, not 192)
+    assert [(st.tensor, st.order, st.target.strides) for st in p.staging] == [("A", ("k", "m"), (832, 1)),
                                                                                 ("B", ("n", "k"), (136, 1))]
-    assert p.staging[0].nbytes == (4094 * 784 + 777) * 2   # the span, padding between rows included
+    assert p.staging[0].nbytes == (4094 * 832 + 777) * 2   # the span, padding between rows included
     assert p.staged_plan.kernel("sm_90").config.math == "wgmma"
     assert [st.tensor for st in plan(1001, 1001, 1001, dtype="bf16").staging] == ["A", "B"]
     for small_or_aligned in (plan(300, 300, 300), plan(4095, 129, 777, dtype="f32"), plan(8191, 1, 8191),
-                             plan(4096, 128, 776), plan(4095, 129, 777, staging=False)):
+                             plan(4096, 128, 776), plan(4095, 129, 777, staging=False), plan(4095, 130, 778)):
         assert small_or_aligned.staging == ()
+    ext = dict(a=24, b=48, c=40, d=36, e=20, f=28)
+    d = {t: row_major(tuple(ext[x] for x in t), "f16") for t in ("abcd", "dcef", "fabe")}
+    assert gett.plan_contraction(d["abcd"], "abcd", d["dcef"], "dcef", d["fabe"], "fabe").staging == ()
 
 
 def test_padded_copy_kernels_compile():
@@ -380,7 +384,7 @@ def test_unaligned_copies_through_the_reference_executor(monkeypatch):
     B = rng.standard_normal((45, 29)).astype(np.float16)
     out = np.full((37, 29), np.nan, np.float16)
     plan = gett.plan_contraction(A, "mk", B, "kn", out, "mn", beta=0)
-    assert [(st.tensor, st.target.strides) for st in plan.staging] == [("A", (48, 1)), ("B", (32, 1))]
+    assert [(st.tensor, st.target.strides) for st in plan.staging] == [("A", (48, 1)), ("B", (32, 1))]   # 16 bytes
     copies = {st.tensor: _staged_copy({"A": A, "B": B}[st.tensor], st.target) for st in plan.staging}
     execute_reference(plan.staged_plan, 1.0, copies["A"], copies["B"], 0.0, out, out)
     np.testing.assert_allclose(out.astype(np.float64), A.astype(np.float64) @ B.astype(np.float64), rtol=3e-3, atol=3e-3)
