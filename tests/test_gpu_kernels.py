@@ -1192,14 +1192,15 @@ ODD_CONFIGS = {   # None: the heuristic's (wgmma with TMA loads for f16)
 
 
 @pytest.mark.parametrize("a_modes,b_modes", [("mk", "kn"), ("km", "nk")])
-@pytest.mark.parametrize("rows", ["padded", "unaligned"])
+@pytest.mark.parametrize("rows", ["padded", "unaligned", "shifted"])
 @pytest.mark.parametrize("dtype,config", [("f16", "heuristic"), ("f16", "mma16"), ("f16", "wgmma"),
                                           ("f32", "heuristic"), ("f32", "simt")])
 def test_odd_extents(a_modes, b_modes, rows, dtype, config):
     """Odd extents along every operand's stride-1 mode (1001 x 263 x 777): with rows padded to 16 bytes the
     loads take vectors clipped at the operand's end, K- and row-contiguous; with unaligned rows (plain
-    row-major arrays) a 16-bit plan copies its operands into padded runs first. Every output element is
-    checked against float64 (outputs poisoned with NaN; padding holds NaN)."""
+    row-major arrays) a 16-bit plan copies its operands into padded runs first, as it does for views that
+    start one element into a row (``x[:, 1:]``: even row lengths, but a 2-byte aligned pointer). Every output
+    element is checked against float64 (outputs poisoned with NaN; padding holds NaN)."""
     from gett.config import KernelConfig
     if cp.cuda.Device().compute_capability != "90" and config in ("heuristic", "wgmma") and dtype == "f16":
         pytest.skip("the wgmma path needs an sm_90 GPU")
@@ -1208,12 +1209,20 @@ def test_odd_extents(a_modes, b_modes, rows, dtype, config):
     host = {t: random_values(rng, int(np.prod([ext[x] for x in modes])), dtype).reshape([ext[x] for x in modes])
             .astype(NUMPY_DTYPE[dtype]) for t, modes in (("A", a_modes), ("B", b_modes))}
     pad = 16 // np.dtype(NUMPY_DTYPE[dtype]).itemsize
-    A, B = ((_rows_padded(host[t], pad) if rows == "padded" else cp.asarray(host[t])) for t in "AB")
+    def place(x):
+        if rows == "padded":
+            return _rows_padded(x, pad)
+        if rows == "shifted":
+            wider = cp.full(x.shape[:-1] + (x.shape[-1] + 1,), np.nan, dtype=x.dtype)
+            wider[..., 1:] = cp.asarray(x)
+            return wider[..., 1:]
+        return cp.asarray(x)
+    A, B = (place(host[t]) for t in "AB")
     D = cp.full((1001, 263), np.nan, dtype=cp.float32)
     cfg = None if ODD_CONFIGS[config] is None else KernelConfig(**ODD_CONFIGS[config])
     plan = gett.plan_contraction(A, a_modes, B, b_modes, D, "mn", config=cfg)
     staged = [st.tensor for st in plan.staging]
-    assert staged == (["A", "B"] if rows == "unaligned" and dtype == "f16" else [])
+    assert staged == (["A", "B"] if rows != "padded" and dtype == "f16" else [])
     gett.contract(plan, 1.0, A, B, 0.0, D)
     expect = np.einsum(f"{a_modes},{b_modes}->mn", host["A"].astype(np.float64), host["B"].astype(np.float64))
     assert_close(cp.asnumpy(D), expect, tol=2e-3 if dtype == "f16" else 1e-5)
