@@ -73,7 +73,8 @@ def measure(expr: str, extents: dict, dtype, padded: bool, l2_bytes: int) -> str
                        rotate=len(sets)) * 1e3
         row += f" {us:9.1f} {err:8.1e}"
         copies = ", ".join(f"{st.tensor} {st.target.strides}" for st in plan.staging)
-        kernels.append(f"{(plan.staged_plan or plan).kernel().config.key()}" + (f" after copies of {copies}" if copies else ""))
+        key = (plan.staged_plan or plan).kernel().config.key()
+        kernels.append(key + (f" after copies of {copies}" if copies else ""))
     torch_sets = [[torch.as_tensor(x, device="cuda") for x in s] for s in sets]
     us = median_ms(lambda i: torch.einsum(expr, *torch_sets[i]), runs=30, rotate=len(sets)) * 1e3
     return row + f" {us:9.1f}\n    planner: {kernels[0]}\n    unstaged: {kernels[1]}"
@@ -83,7 +84,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--padded", action="store_true", help="inputs in buffers with rows padded to 16 bytes")
     parser.add_argument("--dtype", default="f16,f32", help="comma-separated: f16, f32")
-    parser.add_argument("--only", default="", help="';'-separated case names (einsum:extents, e.g. ik,kj->ij:4097x4097x4097)")
+    parser.add_argument("--only", default="",
+                        help="';'-separated case names (einsum:extents, e.g. ik,kj->ij:4097x4097x4097)")
     args = parser.parse_args(argv)
     import cupy
     import numpy
@@ -91,7 +93,8 @@ def main(argv=None) -> int:
     l2 = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["l2CacheSize"]
     print(f"GPU: {cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)['name'].decode()}; "
           f"{'rows padded to 16 bytes' if args.padded else 'row-major arrays'}; times in us, errors against float64")
-    print(f"{'dtype':8s} {'einsum:extents':30s} {'gett us':>9s} {'err':>8s} {'unstaged':>9s} {'err':>8s} {'torch us':>9s}")
+    heads = (("gett us", 9), ("err", 8), ("unstaged", 9), ("err", 8), ("torch us", 9))
+    print(f"{'dtype':8s} {'einsum:extents':30s} " + " ".join(f"{h:>{w}s}" for h, w in heads))
     for name in args.dtype.split(","):
         dtype = {"f16": numpy.float16, "f32": numpy.float32}[name]
         for expr, extents in CASES:

@@ -157,8 +157,8 @@ def _staged_for_alignment(plan) -> tuple:
     with d = 65 315 -> 159 (torch.einsum 26.4, 32.3, 998, 119, 64.2, 18.1, 117); not worth its copies
     below: 300^3 8.0 -> 11.4, 100^3 7.0 -> 11.8, 1024 x 33^3 20.5 -> 22.9, and matrix-vector products
     (8191^2 98 -> 155); nor where the operands' pairs are aligned (asynchronous 4- or 8-byte copies already):
-    'abcd,dcef->fabe' with runs of 36 and 28 (benchmarks/common_einsums.py) 22.1 -> 32.4 us. f32 (its scalars copied asynchronously): 4097^3 4164 -> 3941, 999^3 84.2 -> 86.6,
-    32 x 255^3 42.1 -> 51.8: not copied."""
+    'abcd,dcef->fabe' with runs of 36 and 28 (benchmarks/common_einsums.py) 22.1 -> 32.4 us. f32 (its scalars
+    copied asynchronously): 4097^3 4164 -> 3941, 999^3 84.2 -> 86.6, 32 x 255^3 42.1 -> 51.8: not copied."""
     if plan.flops < ALIGN_MIN_FLOPS or plan.flops < ALIGN_MIN_INTENSITY * plan.moved_bytes:
         return ()
     return tuple(t for t in "AB" if misaligned(plan, t))
@@ -343,7 +343,8 @@ def choose_staging(plan, force: bool = False) -> tuple:
         inner = dict(zip(plan.modes[t], src.shape))[order[0]] if order else 1
         strides = dense_strides(src.shape, plan.modes[t], order, run_multiple(inner, src.dtype.itemsize, t in aligned))
         target = TensorDescriptor(src.shape, strides, src.dtype)
-        if target.strides != src.strides or op is not None:
+        # a copy for alignment may keep the strides: the data pointer was what broke the vectors (x[:, 1:])
+        if target.strides != src.strides or op is not None or t in aligned:
             out.append(Staging(t, plan.modes[t], order, src, target, op, plan.compute_type.name))
     return tuple(out)
 

@@ -955,7 +955,7 @@ def test_vectors_are_clipped_only_at_the_operand_end():
     mid-tile: the width stays a divisor of the run (here 1001 x 3 rows of M: scalars)."""
     D = gett.TensorDescriptor
     a = D((1001, 3, 64), (1, 1008, 3024), "f16")     # (a, b) together are M, k
-    plan = gett.plan_contraction(a, "abk", D((64, 128), (1, 64), "f16"), "kn", D((1001, 3, 128), (1, 1001, 3003), "f32"),
-                                 "abn")
+    b, d = D((64, 128), (1, 64), "f16"), D((1001, 3, 128), (1, 1001, 3003), "f32")
+    plan = gett.plan_contraction(a, "abk", b, "kn", d, "abn")
     lay = operand_layout(plan, "A", "M", 128, 64)
     assert not lay.partial and lay.vector == 1

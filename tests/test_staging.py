@@ -343,7 +343,8 @@ def row_major(shape, dtype):
 
 def test_unaligned_16_bit_operands_are_copied_into_padded_runs():
     """Row-major f16 matrices with odd row lengths load one element at a time: a large GEMM copies them in
-    their own order with each row padded to 128 bytes (16 where that would add over an eighth), and its kernel then loads 16-byte vectors (wgmma);
+    their own order with each row padded to 128 bytes (16 where that would add over an eighth), and its kernel
+    then loads 16-byte vectors (wgmma); so does a view one element into its rows (a 2-byte aligned pointer);
     not f32 (asynchronous scalars), small GEMMs, matrix-vector products, aligned rows, or rows whose pairs
     are aligned (4-byte copies already: a row length of 778, or runs of 36 and 28 in 'abcd,dcef->fabe')."""
     def plan(m, n, k, dtype="f16", **kw):
@@ -358,6 +359,9 @@ def test_unaligned_16_bit_operands_are_copied_into_padded_runs():
     for small_or_aligned in (plan(300, 300, 300), plan(4095, 129, 777, dtype="f32"), plan(8191, 1, 8191),
                              plan(4096, 128, 776), plan(4095, 129, 777, staging=False), plan(4095, 130, 778)):
         assert small_or_aligned.staging == ()
+    shifted = gett.TensorDescriptor((777, 263), (264, 1), "f16", alignment=2)   # x[:, 1:] of 264 columns
+    p = gett.plan_contraction(row_major((1001, 777), "f16"), "mk", shifted, "kn", row_major((1001, 263), "f32"), "mn")
+    assert [(st.tensor, st.target.strides) for st in p.staging] == [("A", (832, 1)), ("B", (264, 1))]
     ext = dict(a=24, b=48, c=40, d=36, e=20, f=28)
     d = {t: row_major(tuple(ext[x] for x in t), "f16") for t in ("abcd", "dcef", "fabe")}
     assert gett.plan_contraction(d["abcd"], "abcd", d["dcef"], "dcef", d["fabe"], "fabe").staging == ()
@@ -387,4 +391,5 @@ def test_unaligned_copies_through_the_reference_executor(monkeypatch):
     assert [(st.tensor, st.target.strides) for st in plan.staging] == [("A", (48, 1)), ("B", (32, 1))]   # 16 bytes
     copies = {st.tensor: _staged_copy({"A": A, "B": B}[st.tensor], st.target) for st in plan.staging}
     execute_reference(plan.staged_plan, 1.0, copies["A"], copies["B"], 0.0, out, out)
-    np.testing.assert_allclose(out.astype(np.float64), A.astype(np.float64) @ B.astype(np.float64), rtol=3e-3, atol=3e-3)
+    expect = A.astype(np.float64) @ B.astype(np.float64)
+    np.testing.assert_allclose(out.astype(np.float64), expect, rtol=3e-3, atol=3e-3)
