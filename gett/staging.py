@@ -15,11 +15,11 @@ memory-bound ones only where A and B are contiguous along different K modes, and
 K order, where a small B shared by many tiles lies N-major, into a K-major copy, and where a small B is
 contiguous across the big A's K rows, into A's K order. Where a small A is shared by many tiles and B is
 big, the kernel takes B first (:func:`exchanges_operands`); the copies are then chosen for that order.
-A 16-bit operand whose strides leave its runs unaligned (a row-major matrix with an odd row length) is
-copied in its own order, its runs padded to whole 16-byte vectors, where the plan is large enough and reads
-it several times (:func:`_staged_for_alignment`), long runs to whole 128-byte lines; every copy pads its
-runs to whole vectors. The copies live in a
-workspace taken from CuPy's memory pool at each call. An operand's elementwise op
+A 16-bit operand whose strides or data pointer leave its runs unaligned (a row-major matrix with an odd row
+length) is copied in its own order where the plan is large enough and reads it several times
+(:func:`_staged_for_alignment`), its runs padded to whole 128-byte lines (or 16-byte vectors); every copy pads
+its runs to whole vectors (:func:`run_multiple`). The copies live in a workspace taken from CuPy's memory pool
+at each call. An operand's elementwise op
 (``op_a``/``op_b``) is applied by its copy, once per element, and the staged contraction runs without it;
 an operand with an op is also staged for that alone where the kernel would apply the op many times over
 (compute-bound plans, small operands shared by many tiles; :func:`_staged_for_op`).
@@ -134,8 +134,8 @@ def misaligned(plan, tensor: str) -> bool:
     """Whether ``tensor`` (A or B) has 16-bit elements in runs of a whole 16-byte vector or more along its
     stride-1 mode that its other strides or its data pointer leave unaligned even for pairs (a row-major
     matrix with an odd row length): its tiles then load one element at a time through registers (a 2-byte
-    access cannot be an asynchronous copy), where a copy with runs padded to 16 bytes (:func:`dense_strides`)
-    loads vectors: 16 bytes where the mode is alone in its group (the last one clipped), else as many
+    access cannot be an asynchronous copy), where a copy with padded runs (:func:`run_multiple`) loads
+    vectors: 16 bytes where the mode is alone in its group (the last one clipped), else as many
     elements as divide its extent. 4-byte elements keep their asynchronous scalar copies: a copy measured no
     faster there (see :func:`_staged_for_alignment`)."""
     desc, fast = plan.descriptors[tensor], _fast_mode(plan, tensor)
@@ -327,8 +327,8 @@ def choose_staging(plan, force: bool = False) -> tuple:
     For its layout (:func:`_staged_for_layout`) an operand is copied only where the target layout differs
     from its own; for its op (:func:`_staged_for_op`) it is copied anyway, the copy applying the op; for
     its alignment alone (:func:`misaligned`) it keeps its own order (:func:`own_order`). Every copy's runs
-    are padded to whole 16-byte vectors, or lines (:func:`run_multiple`). ``force`` stages both (tests), where a
-    layout differs or an op applies.
+    are padded to whole 16-byte vectors, or lines (:func:`run_multiple`). ``force`` stages both (tests),
+    where a layout differs or an op applies.
     """
     if plan.is_empty:
         return ()

@@ -148,7 +148,8 @@ struct TileLoader {
       const T* src = base + (ok ? Offset(row_off[i] + KTable::offset(k)) : Offset(0));   // one 64-bit add
       if constexpr (PARTIAL) {
         const int left = ROW_CONTIG ? row_left[i] : (k_extent - k < KIndex(V) ? int(k_extent - k) : V);
-        if (in_tile(i)) cp_async_clipped<sizeof(Vector)>(stage + landing_index(r, kk), src, ok ? left * int(sizeof(T)) : 0);
+        const int bytes = ok ? left * int(sizeof(T)) : 0;
+        if (in_tile(i)) cp_async_clipped<sizeof(Vector)>(stage + landing_index(r, kk), src, bytes);
       } else if constexpr (ASYNC) {
         if (in_tile(i)) cp_async<sizeof(Vector)>(stage + landing_index(r, kk), src, ok);
       } else {

@@ -38,7 +38,8 @@ __device__ __forceinline__ void copy_runs(const T* __restrict__ src, T* __restri
     for (int u = 0; u < UNROLL; ++u) {
       const Index i = first + Index(u) * Index(blockDim.x);
       if (i < vectors)
-        store_global_kept(reinterpret_cast<Vector*>(dst + DstTable::offset(i * Index(V))), apply_op<Acc, Op>(v[u], true));
+        store_global_kept(reinterpret_cast<Vector*>(dst + DstTable::offset(i * Index(V))),
+                          apply_op<Acc, Op>(v[u], true));
     }
   }
 }
