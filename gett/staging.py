@@ -46,7 +46,7 @@ OP_TILE = 128
 OP_REUSE_STAGED = 256
 # A plan copies its unaligned 16-bit operands into padded runs where it does at least this many flops, and
 # this many per byte it moves (_staged_for_alignment).
-ALIGN_MIN_FLOPS = 1 << 28
+ALIGN_MIN_FLOPS = 1 << 24
 ALIGN_MIN_INTENSITY = 32
 COPY_KERNEL_NAME = "gett_stage_copy"
 _INT_MAX = 2**31 - 1
@@ -151,14 +151,17 @@ def misaligned(plan, tensor: str) -> bool:
 def _staged_for_alignment(plan) -> tuple:
     """Operands copied into padded runs for their alignment alone (:func:`misaligned`), in plans of at least
     ALIGN_MIN_FLOPS that do at least ALIGN_MIN_INTENSITY flops per byte they move (each operand then is read
-    by several tiles). H100, row-major f16 (session 50, ``.exp/session50/odd2.py``), as is -> with the
-    copies: 'ik,kj->ij' 4095 x 777 x 129 46.4 -> 21.4 us, 999^3 63.2 -> 22.9, 4097^3 2011 -> 361, 2047^3
-    237 -> 48.0, 8191 x 1001 x 257 127.7 -> 42.9, 'bik,bkj->bij' 32 x 255^3 67.7 -> 24.5, attention scores
-    with d = 65 315 -> 159 (torch.einsum 26.4, 32.3, 998, 119, 64.2, 18.1, 117); not worth its copies
-    below: 300^3 8.0 -> 11.4, 100^3 7.0 -> 11.8, 1024 x 33^3 20.5 -> 22.9, and matrix-vector products
-    (8191^2 98 -> 155); nor where the operands' pairs are aligned (asynchronous 4- or 8-byte copies already):
-    'abcd,dcef->fabe' with runs of 36 and 28 (benchmarks/common_einsums.py) 22.1 -> 32.4 us. f32 (its scalars
-    copied asynchronously): 4097^3 4164 -> 3941, 999^3 84.2 -> 86.6, 32 x 255^3 42.1 -> 51.8: not copied."""
+    by several tiles). H100, row-major f16 (session 50, ``.exp/session50/odd2.py``, ``thresh.py``), as is ->
+    with the copies: 'ik,kj->ij' 255^3 18.9 -> 11.6 us, 511^3 22.0 -> 12.9, 767^3 48.6 -> 15.6, 999^3 63.2
+    -> 19.6, 2047^3 237 -> 48.2, 4097^3 2011 -> 281, 4095 x 777 x 129 46.4 -> 21.4, 8191 x 65 x 1001 (61
+    flops a byte) 51.8 -> 38.8, 'bik,bkj->bij' 32 x 255^3 67.7 -> 27.1, attention scores with d = 65 315 ->
+    167 (torch.einsum 7.2, 13.8, 24.5, 32.3, 120, 1008, 26.4, 39.1, 18.1, 117). Losses where the rules
+    refuse: 8191 x 33 x 1001 (32 flops a byte) 30.6 -> 35.3, 8191 x 17 x 1001 28.4 -> 32.8, 2047 x 9 x 2047
+    18.8 -> 19.7, 1024 x 33^3 batched 20.5 -> 22.9, matrix-vector products (8191^2) 98 -> 155; and where the
+    operands' pairs are aligned (asynchronous 4- or 8-byte copies already): 300^3 8.0 -> 11.4, 100^3 7.0 ->
+    11.8, 'abcd,dcef->fabe' with runs of 36 and 28 (benchmarks/common_einsums.py) 22.1 -> 32.4. f32 (its
+    scalars copied asynchronously): 4097^3 4164 -> 3941, 999^3 84.2 -> 86.6, 32 x 255^3 42.1 -> 51.8: not
+    copied."""
     if plan.flops < ALIGN_MIN_FLOPS or plan.flops < ALIGN_MIN_INTENSITY * plan.moved_bytes:
         return ()
     return tuple(t for t in "AB" if misaligned(plan, t))
