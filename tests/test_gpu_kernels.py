@@ -1226,3 +1226,20 @@ def test_odd_extents(a_modes, b_modes, rows, dtype, config):
     gett.contract(plan, 1.0, A, B, 0.0, D)
     expect = np.einsum(f"{a_modes},{b_modes}->mn", host["A"].astype(np.float64), host["B"].astype(np.float64))
     assert_close(cp.asnumpy(D), expect, tol=2e-3 if dtype == "f16" else 1e-5)
+
+
+def test_unaligned_bf16_torch_rows_are_copied_into_padded_rows():
+    """Row-major bf16 torch tensors with odd row lengths through gett.einsum (the PyTorch path: the copies'
+    workspace on the caller's stream): the plan copies both operands into padded rows, and every output
+    element matches float64 (bf16 data, f32 accumulation)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(50)
+    a, b = rng.uniform(-1, 1, (1001, 777)), rng.uniform(-1, 1, (777, 263))
+    A, B = (torch.from_numpy(x).to("cuda", torch.bfloat16) for x in (a, b))
+    plan = gett.plan_contraction(A, "mk", B, "kn", torch.empty(1001, 263, device="cuda", dtype=torch.float32), "mn",
+                                 beta=0)
+    assert [(st.tensor, st.target.strides) for st in plan.staging] == [("A", (832, 1)), ("B", (264, 1))]
+    D = torch.full((1001, 263), float("nan"), device="cuda", dtype=torch.float32)
+    gett.einsum("mk,kn->mn", A, B, out=D)
+    expect = A.double().cpu().numpy() @ B.double().cpu().numpy()
+    assert_close(D.cpu().numpy().astype(np.float64), expect)
