@@ -140,7 +140,7 @@ def misaligned(plan, tensor: str) -> bool:
     faster there (see :func:`_staged_for_alignment`)."""
     desc, fast = plan.descriptors[tensor], _fast_mode(plan, tensor)
     strides = _strides(plan, tensor)
-    if desc.dtype.itemsize != 2 or fast is None or plan.analysis.extents[fast] < 8 \
+    if desc.dtype.itemsize != 2 or fast is None or plan.analysis.extents[fast] < 16 // desc.dtype.itemsize \
             or any(s < 0 for s in strides.values()):
         return False
     pairs = desc.alignment >= 4 and all(s % 2 == 0 for m, s in strides.items() if m != fast)
