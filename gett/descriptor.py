@@ -63,6 +63,13 @@ class TensorDescriptor:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
+    @property
+    def offset_range(self) -> tuple:
+        """(lowest, highest) element offset from element (0, ..., 0): negative strides reach below it."""
+        lo = sum(min(0, (e - 1) * s) for e, s in zip(self.shape, self.strides))
+        hi = sum(max(0, (e - 1) * s) for e, s in zip(self.shape, self.strides))
+        return lo, hi
+
     @classmethod
     def from_array(cls, array, op=None) -> "TensorDescriptor":
         """Describe a numpy, CuPy or PyTorch array (or anything with ``__cuda_array_interface__``)."""

@@ -69,8 +69,8 @@ class Staging:
     @property
     def nbytes(self) -> int:
         """Bytes of the copy's workspace: its span, padding between runs included."""
-        t = self.target
-        return (sum((e - 1) * s for e, s in zip(t.shape, t.strides)) + 1) * t.dtype.itemsize
+        lo, hi = self.target.offset_range
+        return (hi - lo + 1) * self.target.dtype.itemsize
 
 
 def _strides(plan, tensor: str) -> dict:
@@ -407,8 +407,8 @@ def _vector_width(src: TensorDescriptor, max_bytes: int, multiples) -> int:
 
 
 def _offset_type(desc: TensorDescriptor) -> str:
-    reach = sum(abs(s) * (e - 1) for s, e in zip(desc.strides, desc.shape))
-    return "int" if reach <= _INT_MAX and desc.size <= _INT_MAX else "long long"
+    lo, hi = desc.offset_range
+    return "int" if hi - lo <= _INT_MAX and desc.size <= _INT_MAX else "long long"
 
 
 def render_copy(staging: Staging) -> CopySource:

@@ -224,8 +224,7 @@ class _Buffer:
     def __init__(self, desc, rng):
         import cupy
         self.desc, itemsize = desc, desc.dtype.itemsize
-        lo = sum(min(0, (e - 1) * s) for e, s in zip(desc.shape, desc.strides))
-        hi = sum(max(0, (e - 1) * s) for e, s in zip(desc.shape, desc.strides))
+        lo, hi = desc.offset_range
         step = max(1, desc.alignment // itemsize)
         self.origin = -lo + lo % step   # CuPy's allocations are 256-byte aligned
         self.data = cupy.asarray(_random_values(desc.dtype, self.origin + hi + 1, rng))
