@@ -80,7 +80,8 @@ def operand_layout(plan, tensor: str, row_group: str, rows: int, bk: int) -> Ope
         row_contig = _innermost_stride(plan, tensor, row_group) < _innermost_stride(plan, tensor, "K")
     v, step = (v_rows, step_rows) if row_contig else (v_k, step_k)
     itemsize = plan.descriptors[tensor].dtype.itemsize
-    run = plan.tables[row_group if row_contig else "K"].extents[0]   # the stride-1 mode's, where step is 1
+    # a vector wider than 1 has a stride-1 mode; where step is 1 it is the group's first
+    run = plan.tables[row_group if row_contig else "K"].extents[0] if v > 1 else 1
     return OperandLayout(row_contig, v, step == 1 and v * itemsize >= 4, step, step == 1 and run % v != 0)
 
 

@@ -959,3 +959,12 @@ def test_vectors_are_clipped_only_at_the_operand_end():
     plan = gett.plan_contraction(a, "abk", b, "kn", d, "abn")
     lay = operand_layout(plan, "A", "M", 128, 64)
     assert not lay.partial and lay.vector == 1
+
+
+def test_layouts_of_an_operand_with_batch_modes_only():
+    """An operand with neither M nor K modes (only batch modes) loads single elements, unclipped."""
+    D = gett.TensorDescriptor
+    plan = gett.plan_contraction(D((64,), (1,), "f16"), "b", D((64, 32), (32, 1), "f16"), "bn",
+                                 D((64, 32), (32, 1), "f32"), "bn")
+    lay = operand_layout(plan, "A", "M", 128, 32)
+    assert (lay.vector, lay.partial) == (1, False)
