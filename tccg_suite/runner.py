@@ -157,7 +157,8 @@ def device_info() -> dict:
 
 
 def _versions(peer_versions: dict) -> dict:
-    """Versions of the driver, CUDA runtime, NVRTC, CuPy, Python and of the peers found."""
+    """Versions of the driver, CUDA runtime, NVRTC (CuPy's, and gett's where gett compiled kernels), CuPy,
+    Python and of the peers found."""
     import cupy
 
     versions = {
@@ -167,6 +168,11 @@ def _versions(peer_versions: dict) -> dict:
         "cupy": cupy.__version__,
         "python": platform.python_version(),
     }
+    # gett loads its own NVRTC (pip's nvidia-cuda-nvrtc, or one found first on the path): it may differ
+    # from CuPy's, and it decides the registers of gett's kernels
+    gett_nvrtc = sys.modules.get("gett.nvrtc")
+    if gett_nvrtc is not None:
+        versions["gett_nvrtc"] = ".".join(map(str, gett_nvrtc.nvrtc_version()))
     if "torch" not in peer_versions and "torch" in sys.modules:
         peer_versions = {**peer_versions, "torch": sys.modules["torch"].__version__}
     return {**versions, **peer_versions}

@@ -415,7 +415,10 @@ def contract(plan, alpha, A, B, beta, C, D):
     if "--broken" not in sys.argv:
         D[...] = alpha * np.einsum(plan.expr, A, B) + beta * C
 gett.plan_contraction, gett.contract = plan_contraction, contract
-sys.modules.update({"cupy": cupy, "cupy._core": core, "cupy._core._routines_linalg": linalg, "gett": gett})
+gett_nvrtc = types.ModuleType("gett.nvrtc")
+gett_nvrtc.nvrtc_version = lambda: (13, 5)
+sys.modules.update({"cupy": cupy, "cupy._core": core, "cupy._core._routines_linalg": linalg, "gett": gett,
+                    "gett.nvrtc": gett_nvrtc})
 
 from tccg_suite import ceilings, runner, suite
 tiny = tuple(dataclasses.replace(c, extents={m: 2 + i % 3 for i, m in enumerate(sorted(c.extents))})
@@ -450,6 +453,7 @@ def test_benchmark_path_end_to_end(tmp_path, dtype):
     assert "3/3 done" in done.stderr  # the progress bar
     data = json.loads(out.read_text())
     assert data["gpu"]["name"] == "Stand-in GPU" and data["versions"]["gett"] == "stand-in"
+    assert data["versions"]["nvrtc"] == "13.0" and data["versions"]["gett_nvrtc"] == "13.5"
     for case in data["contractions"]:
         assert case["buffer_sets"] > 1  # tiny tensors fit in L2: buffer sets are rotated
         for name in ("gett", "cupy"):
