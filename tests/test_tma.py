@@ -151,6 +151,20 @@ def test_wide_tiles_take_the_least_work_per_sm():
     assert (few.bm, few.bn) == (128, 240)
 
 
+def test_wide_tiles_of_a_short_k_run_over_several_tiles():
+    """Up to K = 1024 a 128-row wide tile's store and its next tile's first loads weigh enough that its
+    producer runs over several tiles (persistent, 3 stages); beyond (here 1088), and for 192-row tiles (measured
+    slower persistent), one tile a CTA."""
+    for k in (256, 512, 1024):
+        for b_modes in ("kn", "nk"):
+            short = default_config(gemm(8192, 4096, k, b_modes=b_modes), "sm_90")
+            assert (short.bm, short.bn, short.stages, short.persistent, short.ws) == (128, 256, 3, True, True)
+    long = default_config(gemm(8192, 4096, 1088, b_modes="kn"), "sm_90")
+    assert (long.bm, long.bn, long.stages, long.persistent) == (128, 256, 4, False)
+    tall = default_config(gemm(5136, 5120, 1024, b_modes="nk"), "sm_90")
+    assert tall.bm == 192 and not tall.persistent
+
+
 def test_three_math_warpgroups_need_a_producer_loading_by_tma():
     """192 rows: three math warpgroups, which take most of a TMA producer's registers, so only with a
     producer (ws) whose loads are TMA boxes; widths of one wgmma part (up to 128) or of 128 and a second
