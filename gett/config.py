@@ -271,8 +271,9 @@ def split_k_for(plan, cfg: KernelConfig) -> int:
     k_tiles = -(-plan.k // cfg.bk)
     if tiles >= TARGET_CTAS // 2 or k_tiles < 16:
         return 1
-    per_sm = 1 if cfg.ws else _resident_ctas(plan, cfg)
-    return max(1, min(WAVE_SMS * per_sm // tiles, k_tiles // 8, 64))
+    # a 64-row producer tile (_thin_tile) splits only until half the SMs have a CTA, its stages being deep
+    ctas = WAVE_SMS // 2 if cfg.ws and cfg.bm == 64 else WAVE_SMS * (1 if cfg.ws else _resident_ctas(plan, cfg))
+    return max(1, min(ctas // tiles, k_tiles // 8, 64))
 
 
 def _resident_ctas(plan, cfg: KernelConfig) -> int:
@@ -449,7 +450,6 @@ def _producer_tile(plan) -> KernelConfig | None:
     next), 128 wide (a warpgroup's 128 accumulators a thread) with 5 stages: #16 61.0-61.7 -> 56.6-57.3 us (4 stages
     58.8-59.0, 6 58.2-58.6; session 38). #15's resident B in turn (128 x 160 s5) measured 47.6-48.1 against 48.1-48.9,
     so B's keep both warpgroups on one tile."""
-    from .codegen import shared_bytes, shared_ctas
     if _ops_or_reads_c(plan):
         return None
     widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig, plan.n)
@@ -463,7 +463,10 @@ def _producer_tile(plan) -> KernelConfig | None:
     tiled, a, b = _tiled_layouts(plan, cfg)
     if not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
         return None
-    if split_k_for(plan, cfg) > 1:   # K split (default_config's split_k_for): one tile a CTA
+    if split_k_for(plan, cfg) > 1:   # K split (default_config's split_k_for): one tile a CTA, or 64-row tiles
+        thin = _thin_tile(plan, cfg)
+        if thin is not None:
+            return thin
         cfg = replace(cfg, persistent=False)
     candidates = [replace(cfg, stages=s) for s in (4, 3)]
     if cfg.persistent and plan.batch == 1:
@@ -474,11 +477,35 @@ def _producer_tile(plan) -> KernelConfig | None:
             resident = turns + [replace(c, resident="a", bn=w) for c in candidates for w in widths[::-1]
                                 if w <= cfg.bn]
         candidates = resident + candidates
+    return next((c for c in candidates if _fits(plan, c)), None)
 
-    def fits(c):
-        tiled_c, a_c, b_c = _tiled_layouts(plan, c)
-        return shared_ctas(shared_bytes(tiled_c, c, a_c, b_c)) >= 1
-    return next((c for c in candidates if fits(c)), None)
+
+def _fits(plan, cfg: KernelConfig) -> bool:
+    """Whether one CTA of ``cfg`` fits an SM's shared memory."""
+    from .codegen import shared_bytes, shared_ctas
+    tiled, a, b = _tiled_layouts(plan, cfg)
+    return shared_ctas(shared_bytes(tiled, cfg, a, b)) >= 1
+
+
+def _thin_tile(plan, cfg: KernelConfig) -> KernelConfig | None:
+    """For a producer tile at most 128 wide whose 128-row tiles would split K: 64 rows, as many stages as fit of
+    8, 6 and 4, K split only until half the SMs have a CTA (split_k_for); None where the 64-row tile's loads are
+    not asynchronous. The loads of one tile a CTA then fill the memory pipeline without partial sums and their
+    reduction. H100 f16, row-major (session 51,
+    results/thin_tiles_f16_*_session51.txt), the 128-row tile K split -> the 64-row tile: 8192 x 64 x 8192 58.2 (k2)
+    -> 52.1 us (torch.einsum 51.4), 4096 x 64 x 1024 14.3 (k2) -> 9.1 (8.5), 8192 x 64 x 4096 34.9 (k2) -> 28.9
+    (28.7), 2048 x 64 x 8192 22.8 (k8) -> 20.5 (k2; 29.7 unsplit), 8192 x 128 x 8192 64.9 (k2) -> 53.4 (52.5),
+    8192 x 96 x 8192 61.9 (k2) -> 56.4 (52.6), 4096 x 96 x 4096 26.2 (k4) -> 22.7 (18.9); TCCG #19 (N = 72) 31.8
+    (128 x 80 k3) -> 29.5 (64 x 80 s8, its database entry since session 48)."""
+    if cfg.bn > 128:
+        return None
+    # one tile a CTA: twice the 128-row tiles, at most 132 where those split K (#19, 81 tiles: 30.4 us over several
+    # tiles, 29.4 not)
+    thin = replace(cfg, bm=64, persistent=False)
+    _, a, b = _tiled_layouts(plan, thin)
+    if not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
+        return None
+    return next((c for c in (replace(thin, stages=s) for s in (8, 6, 4)) if _fits(plan, c)), None)
 
 
 def _few_wide_tiles(plan, cfg: KernelConfig) -> bool:
@@ -681,11 +708,14 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
         cfg = _wgmma_tile(plan)
         if cfg is not None:
             return cfg
-    if path == "mma16" and has_wgmma(arch) and m >= 128 and 64 < n < 128 and plan.k >= 256 \
+    if path == "mma16" and has_wgmma(arch) and m >= 128 and 64 <= n < 128 and plan.k >= 256 \
             and not _scalar_staging(plan, _WGMMA_128X128):
         # N short of 128: the producer tile as wide as N rounded up to 16, where it has one (H100, tile_sweep,
         # session 39, two rounds: #19 ``abc-adec-ebd`` (N = 72) 128 x 80 s4 k6 35.9/35.8 us against mma.sync
-        # 128 x 128 k6's 40.1/39.6; 72 wide 36.5/37.2)
+        # 128 x 128 k6's 40.1/39.6; 72 wide 36.5/37.2). From N = 64 on (session 51, f16 row-major,
+        # results/n64_producer_tile_f16_*_session51.txt, mma.sync's 128 x 64 before): attention's P·V (8 x 16
+        # heads, 512 x 64 x 512) 37.4 -> 33.8 us, 8192 x 64 x 8192 67.2 (k4) -> 57.9 (k2), 4096 x 64 x 1024
+        # 17.4 -> 14.0, 1024 x 64 x 512 11.8 -> 7.2
         cfg = _producer_tile(plan)
         if cfg is not None:
             return cfg

@@ -580,8 +580,9 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
                      17: (128, 192, 3, True, True, "b", False), 18: (128, 160, 5, True, True, "b", False)}
     # K split (312 x 296 outputs, K = 92352): the same producer tile one tile a CTA, 6 tiles x 22 = 132 CTAs
     assert config(13) == KernelConfig("wgmma", 128, 160, 64, 4, ws=True, split_k=22)
-    # N = 72 (#19): the producer tile as wide as N rounded up to 16, K split for one CTA an SM (two would fit)
-    assert config(19) == KernelConfig("wgmma", 128, 80, 64, 4, ws=True, split_k=3)
+    # N = 72 (#19): the producer tile as wide as N rounded up to 16; its 41 tiles of 128 rows would split K, so
+    # 64 rows (81 tiles, one a CTA) with 8 stages, K whole (config._thin_tile)
+    assert config(19) == KernelConfig("wgmma", 64, 80, 64, 8, ws=True)
     for i in (9, 10, 11):   # M = 72 in one tile: wgmma 72 (swapped) x 128 on Hopper, else mma.sync 96 x 128
         assert config(i) == KernelConfig("wgmma", 72, 128, 64, 3, swap=True) and config(i).threads == 256
         c = select([i])[0]

@@ -558,7 +558,8 @@ HEURISTIC_CASES = [
     (("mk", (70001, 200)), ("kn", (200, 24)), ("mn", (70001, 24)), _tall(384, 3, 32)),
     # M of two modes, K = 100
     (("abk", (301, 233, 100)), ("kn", (100, 24)), ("abn", (301, 233, 24)), _tall(384, 3, 32)),
-    # #19's pattern (N = 72: 80 wide, K split in 3), smaller: M past its last tile, K = 1500 (the last K tile 28 deep)
+    # #19's pattern (N = 72: 80 wide; 128-row tiles would split K, so 64 rows, 8 stages), smaller: M past its last
+    # tile, K = 1500 (the last K tile 28 deep)
     (("ceda", (40, 30, 50, 70)), ("dbe", (50, 72, 30)), ("cba", (40, 72, 70)), None),
 ]
 
@@ -568,12 +569,12 @@ HEURISTIC_CASES = [
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_the_heuristics_tiles_for_skinny_and_narrow_n(a, b, d, expected, beta):
     """The heuristic's tiles for N <= 32 with a long M (config._skinny_persistent_tile: 768 or 384 rows by 32
-    over several tiles a CTA) and for N short of 128 (a wgmma producer tile 80 wide for N = 72, K split), as
+    over several tiles a CTA) and for N short of 128 (a wgmma producer tile 80 wide for N = 72, 64 rows), as
     planned without a configuration for beta = 0 (a plan reading C keeps the shorter tall tile: the same tile
     asked for); M and K past their last tiles, a NaN-poisoned D, against numpy in float64."""
     from gett.config import KernelConfig
     if expected is None:
-        expected = KernelConfig("wgmma", 128, 80, 64, 4, ws=True, split_k=3)
+        expected = KernelConfig("wgmma", 64, 80, 64, 8, ws=True)
     (ma, sa), (mb, sb), (md, sd) = a, b, d
     A, B, c, C, D = f16_operands(np.random.default_rng(39), sa, sb, sd)
     on_hopper = cp.cuda.Device().compute_capability == "90"

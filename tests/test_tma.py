@@ -165,6 +165,25 @@ def test_wide_tiles_of_a_short_k_run_over_several_tiles():
     assert tall.bm == 192 and not tall.persistent
 
 
+def test_an_n_of_64_takes_the_producer_tile():
+    """N = 64 (attention's P·V with a head of 64, thin GEMMs) takes the producer tile 64 wide, as N from 65 to
+    127 does, not mma.sync's 128 x 64: 128 rows over several tiles where the tiles fill the SMs; where they don't,
+    64 rows with 8 stages, one tile a CTA (config._thin_tile), K split only until half the SMs have a CTA. N = 48
+    stays on mma.sync."""
+    pv = default_config(gett.plan_contraction(D((128, 512, 512), None, "f16"), "lmk", D((128, 512, 64), None, "f16"),
+                                              "lkn", D((128, 512, 64), None, "f16"), "lmn"), "sm_90")
+    assert (pv.math, pv.bm, pv.bn, pv.ws, pv.persistent, pv.split_k) == ("wgmma", 128, 64, True, True, 1)
+
+    def tile(m, n, k):
+        c = default_config(gemm(m, n, k, b_modes="nk"), "sm_90")
+        return c.math, c.bm, c.bn, c.stages, c.persistent, c.split_k
+    assert tile(8192, 64, 8192) == ("wgmma", 64, 64, 8, False, 1)    # 128 tiles of 64 rows
+    assert tile(16384, 64, 8192) == ("wgmma", 128, 64, 4, True, 1)   # 128 tiles of 128 rows: no split, no thin tile
+    assert tile(2048, 64, 8192) == ("wgmma", 64, 64, 8, False, 2)    # 32, so K in two
+    assert tile(8192, 128, 8192) == ("wgmma", 64, 128, 8, False, 1)
+    assert tile(8192, 48, 8192)[0] == "mma16"
+
+
 def test_three_math_warpgroups_need_a_producer_loading_by_tma():
     """192 rows: three math warpgroups, which take most of a TMA producer's registers, so only with a
     producer (ws) whose loads are TMA boxes; widths of one wgmma part (up to 128) or of 128 and a second
