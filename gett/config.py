@@ -21,6 +21,7 @@ DOT_CTA_THREADS = 128   # a dot CTA's fewest threads: tiles of a short K share o
 #                         f16 'ij,ij->i' over 65536 x 256 at 1.2 TB/s on the H100)
 DOT_MIN_K = 256      # the dot kernel's shortest K: below it a tile's threads would mostly idle
 DOT_MAX_SPLIT = 128  # CTAs sharing one output's K: reduce_splits adds them up one output a thread
+GEMV_ROWS = 4   # a matrix-vector product's dot tile: rows over M
 # wider tiles of two warpgroups of rows, issued as two instructions (224 + 72): one column of tiles for
 # N = 296 (TCCG #13/#14), the math warpgroups taking the producer's spare registers
 WGMMA_WIDE_N = (296,)
@@ -307,12 +308,18 @@ def dot_config(plan) -> KernelConfig | None:
     (a CTA of DOT_CTA_THREADS at least, over several tiles where K is short); the loads of ``stages`` steps
     in flight, up to 4, as registers allow (DOT_LOADS); K split until the CTAs reach two an SM (each then
     keeps 16-32 KB of loads in flight), each with 16 steps a thread at least. Where the batch and not K
-    is stride-1 in A and B, one thread a tile instead, the batch along a warp's lanes."""
+    is stride-1 in A and B, one thread a tile instead, the batch along a warp's lanes. A matrix-vector product
+    (N = 1, K stride-1 in A and B) takes tiles of GEMV_ROWS rows over all of M: H100 f16, row-major, against
+    the GEMM tile (session 51, results/gemv_f16_*_session51.txt): 8192 x 8192 54.7 -> 47.6 us (torch.einsum
+    49.6), 4096 x 16384 67.6 -> 47.6 (51.9), 1024 x 1024 8.6 -> 4.8 (6.6), 65536 x 512 30.3 -> 25.9 (28.8)."""
     from .codegen import dot_vector
     bm, bn = fit_tile(plan.m, DOT_TILE), fit_tile(plan.n, DOT_TILE)
-    if plan.m > bm or plan.n > bn or bm * bn > DOT_OUTPUTS or plan.k < DOT_MIN_K:
-        return None
     vector = dot_vector(plan)
+    gemv = plan.n == 1 and plan.m > bm and vector > 1
+    if gemv:
+        bm = GEMV_ROWS
+    if plan.m > bm and not gemv or plan.n > bn or bm * bn > DOT_OUTPUTS or plan.k < DOT_MIN_K:
+        return None
     if vector == 1 and bm == bn == 1 and _batch_is_stride_one(plan):
         # a thread a row, a warp's loads side by side along the batch; 16 CTAs of 128 an SM (all its threads)
         cfg = KernelConfig("dot", 1, 1, 1, DOT_LOADS // 2)

@@ -30,6 +30,8 @@ def plan_of(expr, extents, dtype="f32", out=None, strides=None, **kw):
     ("lk,lk->l", {"l": 4096, "k": 4096}, (1, 1), 1),               # row-wise dots: a CTA a row
     ("mk,nk->mn", {"m": 3, "n": 4, "k": 100000}, (4, 4), 6),      # M padded to 4; 16 steps a thread
     ("mk,k->m", {"m": 13, "k": 5000}, (16, 1), 1),
+    ("mk,k->m", {"m": 8192, "k": 8192}, (4, 1), 1),                # a matrix-vector product: 4-row tiles over M
+    ("mk,k->m", {"m": 64, "k": 100000}, (4, 1), 6),                # (f32: 4-element vectors) 16 tiles: K split
     ("kjm,jkn->mn", {"k": 31, "j": 17, "m": 2, "n": 8}, (2, 8), 1),
 ])
 def test_heuristic_gives_few_outputs_over_a_long_k_the_dot_kernel(expr, extents, tile, split):
@@ -50,7 +52,8 @@ def test_a_batch_along_the_stride_one_mode_runs_a_thread_a_row():
 @pytest.mark.parametrize("expr, extents", [
     ("mk,nk->mn", {"m": 5, "n": 5, "k": 100000}),    # 8 x 8 = 64 sums a thread: a GEMM tile
     ("lk,lk->l", {"l": 4096, "k": 200}),             # K below DOT_MIN_K
-    ("mk,nk->mn", {"m": 64, "n": 1, "k": 100000}),   # M past the largest dot tile side
+    ("mk,nk->mn", {"m": 64, "n": 2, "k": 100000}),   # M past the largest dot tile side, N not 1
+    ("km,k->m", {"m": 4096, "k": 4096}),             # a matrix-vector product whose K is not A's stride-1 mode
 ])
 def test_heuristic_keeps_gemm_tiles_elsewhere(expr, extents):
     assert dot_config(plan_of(expr, extents)) is None

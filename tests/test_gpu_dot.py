@@ -106,3 +106,33 @@ def test_row_wise_max_plus_with_fused_ops():
     np.testing.assert_allclose(cp.asnumpy(D), expect, rtol=1e-5)
     rows = gett.einsum("lk,lk->l", A, B)
     np.testing.assert_allclose(cp.asnumpy(rows), np.einsum("lk,lk->l", a.astype(np.float64), b), rtol=1e-4)
+
+
+@pytest.mark.parametrize("m, k, dtype, padded", [
+    (1001, 700, "float16", False),   # M past its last 4-row tile
+    (8192, 4096, "float16", True),   # rows 4104 elements apart (a column slice)
+    (999, 516, "float32", False),    # K past its last 256-thread step
+    (64, 100000, "float16", False),  # 16 tiles: K split
+    (999, 513, "float32", False),    # an odd K: no vectors, so a GEMM tile
+])
+def test_a_matrix_vector_product_runs_the_dot_kernel_over_row_tiles(m, k, dtype, padded):
+    """``mk,k->m`` with K stride-1 in A and x, in vectors: the dot kernel in tiles of 4 rows (config.GEMV_ROWS)
+    over M, against numpy in float64; y poisoned with NaN."""
+    rng = np.random.default_rng(m + k)
+    a = rng.uniform(-1, 1, (m, k + 8 if padded else k)).astype(dtype)
+    x = rng.uniform(-1, 1, k).astype(dtype)
+    A = cp.asarray(a)[:, :k]
+    X = cp.asarray(x)
+    Y = cp.full(m, cp.nan, dtype=dtype)
+    plan = gett.plan_contraction(A, "mk", X, "k", Y, "m", beta=0.0)
+    cfg = plan.kernel().config
+    if k % 2:
+        assert cfg.math != "dot"
+    else:
+        assert (cfg.math, cfg.bm, cfg.bn) == ("dot", 4, 1)
+        assert (cfg.split_k > 1) == (m == 64)
+    gett.contract(plan, 1.0, A, X, 0.0, Y, Y)
+    expect = a[:, :k].astype(np.float64) @ x.astype(np.float64)
+    got = cp.asnumpy(Y).astype(np.float64)
+    tol = 2e-3 if dtype == "float16" else 1e-5
+    np.testing.assert_allclose(got, expect, rtol=tol, atol=tol * np.sqrt(k))
