@@ -720,9 +720,9 @@ def _tile_config(plan, arch: str | None = None) -> KernelConfig:
         # N short of 128: the producer tile as wide as N rounded up to 16, where it has one (H100, tile_sweep,
         # session 39, two rounds: #19 ``abc-adec-ebd`` (N = 72) 128 x 80 s4 k6 35.9/35.8 us against mma.sync
         # 128 x 128 k6's 40.1/39.6; 72 wide 36.5/37.2). From N = 64 on (session 51, f16 row-major,
-        # results/n64_producer_tile_f16_*_session51.txt, mma.sync's 128 x 64 before): attention's P·V (8 x 16
-        # heads, 512 x 64 x 512) 37.4 -> 33.8 us, 8192 x 64 x 8192 67.2 (k4) -> 57.9 (k2), 4096 x 64 x 1024
-        # 17.4 -> 14.0, 1024 x 64 x 512 11.8 -> 7.2
+        # results/{n64_producer_tile,thin_tiles}_f16_*_session51.txt, against mma.sync's 128 x 64): attention's
+        # P·V (8 x 16 heads, 512 x 64 x 512) 37.4 -> 33.5 us, 1024 x 64 x 512 11.8 -> 7.2, and the thin GEMMs
+        # through _thin_tile, 8192 x 64 x 8192 67.2 (k4) -> 52.1, 4096 x 64 x 1024 17.4 (k4) -> 9.1
         cfg = _producer_tile(plan)
         if cfg is not None:
             return cfg

@@ -157,8 +157,8 @@ def device_info() -> dict:
 
 
 def _versions(peer_versions: dict) -> dict:
-    """Versions of the driver, CUDA runtime, NVRTC (CuPy's, and gett's where gett compiled kernels), CuPy,
-    Python and of the peers found."""
+    """Versions of the driver, CUDA runtime, NVRTC (CuPy's, and the one gett loads where gett is imported),
+    CuPy, Python and of the peers found."""
     import cupy
 
     versions = {
@@ -172,7 +172,10 @@ def _versions(peer_versions: dict) -> dict:
     # from CuPy's, and it decides the registers of gett's kernels
     gett_nvrtc = sys.modules.get("gett.nvrtc")
     if gett_nvrtc is not None:
-        versions["gett_nvrtc"] = ".".join(map(str, gett_nvrtc.nvrtc_version()))
+        try:
+            versions["gett_nvrtc"] = ".".join(map(str, gett_nvrtc.nvrtc_version()))
+        except sys.modules["gett"].CompileError as exc:   # no NVRTC: gett's rows say why; keep the results
+            versions["gett_nvrtc"] = f"unavailable ({exc})"
     if "torch" not in peer_versions and "torch" in sys.modules:
         peer_versions = {**peer_versions, "torch": sys.modules["torch"].__version__}
     return {**versions, **peer_versions}

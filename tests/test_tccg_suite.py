@@ -472,3 +472,23 @@ def test_benchmark_marks_an_output_left_unwritten_as_failed(tmp_path):
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["contractions"][0]["results"]["gett"]["status"] == "failed"
     assert data["summary"]["all"]["gett"]["fraction"] is None
+
+
+def test_versions_name_the_nvrtc_gett_loads_or_why_there_is_none(monkeypatch):
+    """The results' versions carry gett's NVRTC (it decides the kernels' registers and may differ from CuPy's);
+    where none loads, the reason, and the results are still written."""
+    import gett
+    from tccg_suite import runner
+    cupy_stand_in = types.SimpleNamespace(__version__="stand-in", cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(driverGetVersion=lambda: 13000, runtimeGetVersion=lambda: 13000),
+        nvrtc=types.SimpleNamespace(getVersion=lambda: (13, 0))))
+    monkeypatch.setitem(sys.modules, "cupy", cupy_stand_in)
+    loaded = types.ModuleType("gett.nvrtc")
+    loaded.nvrtc_version = lambda: (13, 5)
+    monkeypatch.setitem(sys.modules, "gett.nvrtc", loaded)
+    assert runner._versions({})["gett_nvrtc"] == "13.5"
+
+    def missing():
+        raise gett.CompileError("NVRTC (libnvrtc) was not found")
+    loaded.nvrtc_version = missing
+    assert runner._versions({})["gett_nvrtc"] == "unavailable (NVRTC (libnvrtc) was not found)"
