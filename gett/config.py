@@ -559,14 +559,15 @@ def _wide_tile(plan, cfg: KernelConfig) -> KernelConfig:
     if _tma_loads(plan, cfg):
         candidates += [replace(cfg, bm=192, bn=bn) for bn in ((216, 224, 240, 192) if k_major_b else (192,))]
     best = min(candidates, key=lambda c: _waves(plan, c) * c.bm * c.bn)
-    if best.bm == 128 and plan.k <= WIDE_PERSISTENT_K:
+    if best.bm == 128 and plan.k <= WIDE_PERSISTENT_K and not plan.beta_hint:
         # a short K: each tile's store and its next tile's first loads are a large share, so the producer runs
         # over several tiles (persistent, 3 stages for the epilogue's own shared memory). H100 f16, row-major
         # (session 51, results/wide_tile_short_k_f16_*_session51.txt), one tile a CTA -> persistent:
         # 8192 x 8192 x 256 109.0 -> 84.2 us, x 512 137.1 -> 126.7, 8192 x 4096 x 768 92.6 -> 87.8,
         # 4096 x 4096 x 1024 59.6 -> 57.6, 8192 x 4096 x 1024 112.5 -> 109.6; but 6144 x 4096 x 1536 116.4 ->
         # 116.9, 4096 x 4096 x 2048 100.2 -> 101.2, 4096^3 185.3 -> 193.8, and 192-row tiles persistent slower
-        # (8192 x 4096 x 1024: 126.6 against 113.9)
+        # (8192 x 4096 x 1024: 126.6 against 113.9). Not where the plan reads C (measured with beta = 0 only; the
+        # producer tile keeps such plans to one tile a CTA too, see _producer_tile)
         return replace(best, persistent=True, stages=3)
     return best
 

@@ -154,7 +154,7 @@ def test_wide_tiles_take_the_least_work_per_sm():
 def test_wide_tiles_of_a_short_k_run_over_several_tiles():
     """Up to K = 1024 a 128-row wide tile's store and its next tile's first loads weigh enough that its
     producer runs over several tiles (persistent, 3 stages); beyond (here 1088), and for 192-row tiles (measured
-    slower persistent), one tile a CTA."""
+    slower persistent) or a plan that reads C, one tile a CTA."""
     for k in (256, 512, 1024):
         for b_modes in ("kn", "nk"):
             short = default_config(gemm(8192, 4096, k, b_modes=b_modes), "sm_90")
@@ -163,6 +163,8 @@ def test_wide_tiles_of_a_short_k_run_over_several_tiles():
     assert (long.bm, long.bn, long.stages, long.persistent) == (128, 256, 4, False)
     tall = default_config(gemm(5136, 5120, 1024, b_modes="nk"), "sm_90")
     assert tall.bm == 192 and not tall.persistent
+    reads_c = default_config(gemm(8192, 4096, 512, b_modes="kn", beta=1.0), "sm_90")
+    assert (reads_c.bm, reads_c.bn, reads_c.stages, reads_c.persistent) == (128, 256, 4, False)
 
 
 def test_an_n_of_64_takes_the_producer_tile():
