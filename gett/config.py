@@ -467,8 +467,7 @@ def _producer_tile(plan) -> KernelConfig | None:
         # 1000^3 25.8 us as 128 x 256 k2 -> 13.8 (128 x 128 12.9); 'abcd,cdef->abef' (1152 x 560 x 1440) 22.5 ->
         # 13.2; 'abcd,dcef->fabe' (the same, B N-major over two modes) 88.6 -> 22.0
         cfg = replace(cfg, bn=64, persistent=False)
-    tiled, a, b = _tiled_layouts(plan, cfg)
-    if not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
+    if not _plain_async_loads(plan, cfg):
         return None
     if split_k_for(plan, cfg) > 1:   # K split (default_config's split_k_for): one tile a CTA, or 64-row tiles
         thin = _thin_tile(plan, cfg)
@@ -485,6 +484,13 @@ def _producer_tile(plan) -> KernelConfig | None:
                                 if w <= cfg.bn]
         candidates = resident + candidates
     return next((c for c in candidates if _fits(plan, c)), None)
+
+
+def _plain_async_loads(plan, cfg: KernelConfig) -> bool:
+    """Whether ``cfg``'s tiles of A and B both load by asynchronous copies of whole contiguous vectors (what a
+    producer warpgroup needs: nothing staged through registers, no strided vectors)."""
+    _, a, b = _tiled_layouts(plan, cfg)
+    return a.is_async and b.is_async and a.step == 1 and b.step == 1
 
 
 def _fits(plan, cfg: KernelConfig) -> bool:
@@ -509,8 +515,7 @@ def _thin_tile(plan, cfg: KernelConfig) -> KernelConfig | None:
     # one tile a CTA: twice the 128-row tiles, at most 132 where those split K (#19, 81 tiles: 30.4 us over several
     # tiles, 29.4 not)
     thin = replace(cfg, bm=64, persistent=False)
-    _, a, b = _tiled_layouts(plan, thin)
-    if not (a.is_async and b.is_async) or a.step > 1 or b.step > 1:
+    if not _plain_async_loads(plan, thin):
         return None
     return next((c for c in (replace(thin, stages=s) for s in (8, 6, 4)) if _fits(plan, c)), None)
 
