@@ -452,6 +452,29 @@ def test_resident_tiles_need_a_wgmma_producer_over_several_tiles():
             bad.validate()
 
 
+def _leaky(x):
+    return x if x > 0 else 0.5 * x
+
+
+def test_a_resident_tile_is_refused_where_the_operand_has_an_op_or_a_batch():
+    """The kernel copies a resident tile once, as it lies in memory (gett.cuh's static_assert): an op on that
+    operand, or a batch, is refused with the reason before NVRTC sees the kernel."""
+    f16 = lambda shape: gett.TensorDescriptor(shape, tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape))),
+                                              "f16")
+    cfg = KernelConfig("wgmma", 128, 128, 64, 3, ws=True, persistent=True, resident="b")
+    plan = gett.plan_contraction(f16((16384, 512)), "ik", f16((512, 128)), "kj", f16((16384, 128)), "ij",
+                                 op_b=_leaky, staging=False, config=cfg, device_arch=None)
+    with pytest.raises(ValueError, match="resident B tile .* op_b would be applied to it"):
+        build_kernel(plan, "sm_90", cfg)
+    batched = gett.plan_contraction(f16((4, 4096, 256)), "bik", f16((4, 256, 128)), "bkj", f16((4, 4096, 128)),
+                                    "bij", config=cfg, device_arch=None)
+    with pytest.raises(ValueError, match="resident B tile .* the batch has 4 indices"):
+        build_kernel(batched, "sm_90", cfg)
+    plain = gett.plan_contraction(f16((16384, 512)), "ik", f16((512, 128)), "kj", f16((16384, 128)), "ij",
+                                  config=cfg, device_arch=None)
+    assert build_kernel(plain, "sm_90", cfg).config == cfg
+
+
 def test_warp_specialisation_needs_asynchronous_operands():
     """A producer warpgroup only copies asynchronously: scalar-staged operands and other math paths are
     refused with the reason, not compiled into a kernel that would read garbage."""
