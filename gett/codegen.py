@@ -254,13 +254,13 @@ def check_persistent(plan, cfg: KernelConfig, box, a: OperandLayout, b: OperandL
         t = cfg.resident.upper()
         layout, op = (a, plan.ops.op_a) if t == "A" else (b, plan.ops.op_b)
         why = (f"the batch has {plan.batch} indices" if plan.batch != 1
-               else f"op_{cfg.resident} would be applied to it in every stage" if op is not None
+               else f"op_{cfg.resident} would be applied to it in every stage (a staged copy can apply it "
+                    f"first: staging=True)" if op is not None
                else f"its tile is assembled from transposed blocks of {t}" if layout.is_async and layout.step > 1
                else None)
         if why:
             raise ValueError(f"{cfg.key()}: a resident {t} tile is copied once, as it lies in memory, for all "
-                             f"the tiles of one batch; here {why} (a staged copy can apply an op first: "
-                             f"staging=True)")
+                             f"the tiles of one batch; here {why}")
     if cfg.ws:
         return
     why = ("A's tile is neither one TMA box of A (gett.tma.tile_box) nor copied asynchronously"

@@ -466,6 +466,9 @@ def test_a_resident_tile_is_refused_where_the_operand_has_an_op_or_a_batch():
                                  op_b=_leaky, staging=False, config=cfg, device_arch=None)
     with pytest.raises(ValueError, match="resident B tile .* op_b would be applied to it"):
         build_kernel(plan, "sm_90", cfg)
+    staged = gett.plan_contraction(f16((16384, 512)), "ik", f16((512, 128)), "kj", f16((16384, 128)), "ij",
+                                   op_b=_leaky, staging=True, config=cfg, device_arch=None)
+    assert build_kernel(staged.staged_plan, "sm_90", cfg).config == cfg   # the hint: the copy applies op_b
     batched = gett.plan_contraction(f16((4, 4096, 256)), "bik", f16((4, 256, 128)), "bkj", f16((4, 4096, 128)),
                                     "bij", config=cfg, device_arch=None)
     with pytest.raises(ValueError, match="resident B tile .* the batch has 4 indices"):
