@@ -39,6 +39,16 @@ from .layout import IndexTable
 FLOPS_PER_COPY_BYTE = {"mma16": 1000, "simt": 80}
 # Runs shorter than this (bytes) along an operand's contiguous group make its tensor-core loads slow.
 SHORT_RUN_BYTES = 256
+# SIMT plans copy operands contiguous along K into M- or N-major layouts where they do at least this many
+# flops per byte the copies move (read + write; _simt_dense). H100, f32 GEMMs of two row-major operands,
+# both copied: 1024^3 (128 flops a byte) 71 -> 80 us, 1280^3 (160) 153 -> 149, 1536^3 (192) 343 -> 298.
+SIMT_K_COPY_FLOPS_PER_BYTE = 192
+# ... and copy other operands whose modes do not merge into dense matrices from this many: the gain is
+# smaller (#20-#24 f32 at 648 flops a byte: 4%).
+SIMT_DENSE_COPY_FLOPS_PER_BYTE = 512
+# ... in plans of at least this many flops: the gain, 10-15% of the math time, pays for a copy's launch
+# (a few us) from about 30 us of math (1024^3 with one copy, 2.1 GFLOP: 81 -> 75 us).
+SIMT_COPY_MIN_FLOPS = 1 << 30
 # A small operand with an op is copied (the copy applying it) when it is at most 1/SMALL_OPERAND_SHARE of
 # the bytes the contraction moves, fills OP_TILE-wide tiles and OP_REUSE_STAGED tiles read each element.
 SMALL_OPERAND_SHARE = 64
@@ -178,7 +188,9 @@ def target_orders(plan) -> dict:
     d = _strides(plan, "D")
     group_of, fast_b = plan.analysis.group_of, _fast_mode(plan, "B")
     b_along_k = fast_b is not None and group_of[fast_b] == "K"
-    k_major_b = b_along_k or (math_path(plan) == "mma16" and not _memory_bound(plan)) or _small_n_major_b(plan)
+    simt = math_path(plan) == "simt"   # SIMT reads fragments along N best (_simt_dense)
+    k_major_b = (b_along_k and not simt) or (math_path(plan) == "mma16" and not _memory_bound(plan)) \
+        or _small_n_major_b(plan)
     s = {t: _strides(plan, t) for t in "AB"}
     by_k = "B" if b_along_k and not _small_b_across_a_rows(plan) else "A"
     other = "A" if by_k == "B" else "B"
@@ -290,6 +302,29 @@ def exchanges_operands(plan) -> bool:
             and _room_for_resident_tile(plan) and _small_and_shared(plan, "A") and not _small_and_shared(plan, "B"))
 
 
+def _simt_dense(plan) -> tuple:
+    """The operands of a SIMT plan accumulating in f32, not memory-bound and of at least
+    :data:`SIMT_COPY_MIN_FLOPS`, to copy into dense M- or N-major
+    matrices (their :func:`target_orders`): those contiguous along K where the plan does at least
+    :data:`SIMT_K_COPY_FLOPS_PER_BYTE` flops per byte their copies move, and the others that are not dense
+    already where it does :data:`SIMT_DENSE_COPY_FLOPS_PER_BYTE` per byte of all the copies. Fragments read
+    along K take the 128 x 128 tile to 150-220 registers a thread (one CTA an SM) against 116-128 M- or
+    N-major (two); modes that do not merge cost the index arithmetic of the loads, which the math threads do.
+    H100, f32, copies included: #21 ``abcd-aebf-fdec`` (B contiguous along f) 7.32 -> 5.99 ms, #20
+    ``abcd-aebf-dfce`` (72-element runs) 6.28 -> 6.03. Complex and integer tiles fit two CTAs either way."""
+    if math_path(plan) != "simt" or plan.compute_type.name != "f32" or plan.flops < SIMT_COPY_MIN_FLOPS \
+            or _memory_bound(plan):
+        return ()
+    orders, group_of = target_orders(plan), plan.analysis.group_of
+    nbytes = lambda ts: 2 * sum(plan.descriptors[t].nbytes for t in ts)   # read + write
+    sparse = [t for t in "AB" if _copy_strides(plan, t, orders[t]) != plan.descriptors[t].strides]
+    along_k = [t for t in sparse if group_of.get(_fast_mode(plan, t)) == "K"]
+    copies = along_k if along_k and plan.flops >= SIMT_K_COPY_FLOPS_PER_BYTE * nbytes(along_k) else []
+    if plan.flops >= SIMT_DENSE_COPY_FLOPS_PER_BYTE * nbytes(sparse):
+        copies = sparse
+    return tuple(copies)
+
+
 def _staged_for_layout(plan) -> tuple:
     """Operands whose layout slows the kernel. Compute-bound plans: A and B contiguous along different K
     modes, or on the 16-bit tensor-core path an operand's run shorter than :data:`SHORT_RUN_BYTES`.
@@ -297,12 +332,16 @@ def _staged_for_layout(plan) -> tuple:
     modes; its copy takes B's K order (:func:`target_orders`), so the kernel reads whole runs of both
     instead of a K box of 16-byte half sectors. #14 ``ab-cad-dcb`` f16, H100: 241 us as is, 152 us with
     the copy (55 us of it). And B where it is small, shared and N-major (:func:`_small_n_major_b`), or
-    small and contiguous across A's K rows (:func:`_small_b_across_a_rows`)."""
+    small and contiguous across A's K rows (:func:`_small_b_across_a_rows`). SIMT plans with much arithmetic
+    per copied byte: the operands that are not dense M- or N-major matrices (:func:`_simt_dense`)."""
     d = plan.descriptors
     conflict = _k_conflict(plan)
     short = {t: math_path(plan) == "mma16" and run_bytes(plan, t) < SHORT_RUN_BYTES for t in "AB"}
     if (conflict or any(short.values())) and _compute_bound(plan, d["A"].nbytes + d["B"].nbytes):
         return tuple(t for t in "AB" if conflict or short[t])
+    simt = _simt_dense(plan)
+    if simt:
+        return simt
     small_b = _small_n_major_b(plan) or _small_b_across_a_rows(plan)
     return (("A",) if conflict and _memory_bound(plan) else ()) + (("B",) if small_b else ())
 
@@ -324,6 +363,14 @@ def _staged_for_op(plan) -> tuple:
     return tuple(t for t in with_op if _small_and_shared(plan, t))
 
 
+def _copy_strides(plan, tensor: str, order: tuple, aligned: bool = False) -> tuple:
+    """The strides of ``tensor``'s copy with its modes in ``order`` (innermost first), its runs padded
+    (:func:`run_multiple`; to whole lines where the copy is for alignment)."""
+    src = plan.descriptors[tensor]
+    inner = dict(zip(plan.modes[tensor], src.shape))[order[0]] if order else 1
+    return dense_strides(src.shape, plan.modes[tensor], order, run_multiple(inner, src.dtype.itemsize, aligned))
+
+
 def choose_staging(plan, force: bool = False) -> tuple:
     """The operands to stage for ``plan`` (a tuple of :class:`Staging`, possibly empty).
 
@@ -343,9 +390,7 @@ def choose_staging(plan, force: bool = False) -> tuple:
     for t in (t for t in "AB" if t in chosen or t in aligned):
         src, op = plan.descriptors[t], plan.ops.op_a if t == "A" else plan.ops.op_b
         order = orders[t] if t in chosen else own_order(plan, t)
-        inner = dict(zip(plan.modes[t], src.shape))[order[0]] if order else 1
-        strides = dense_strides(src.shape, plan.modes[t], order, run_multiple(inner, src.dtype.itemsize, t in aligned))
-        target = TensorDescriptor(src.shape, strides, src.dtype)
+        target = TensorDescriptor(src.shape, _copy_strides(plan, t, order, t in aligned), src.dtype)
         # a copy for alignment may keep the strides: the data pointer was what broke the vectors (x[:, 1:])
         if target.strides != src.strides or op is not None or t in aligned:
             out.append(Staging(t, plan.modes[t], order, src, target, op, plan.compute_type.name))

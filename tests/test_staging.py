@@ -34,8 +34,15 @@ def staged_orders(plan) -> dict:
     (21, "f16", {"A": "abfe", "B": "fecd"}),      # ... or where B is contiguous along K, in B's order
     # A and B contiguous along different K modes (e, f): A made M-major, B K-major in its own K order
     (28, "f16", {"A": "abfe", "B": "fecd"}),
-    (28, "f32", {"A": "abfe", "B": "fecd"}),
-    (30, "f32", {"A": "adfe", "B": "febc"}),
+    # SIMT (f32) plans with enough flops per copied byte: dense M- and N-major copies (SIMT reads
+    # fragments along N best); an operand contiguous along K from 192 flops a copied byte, ...
+    (28, "f32", {"A": "abfe", "B": "cdfe"}),
+    (30, "f32", {"A": "adfe", "B": "bcfe"}),
+    (21, "f32", {"A": "abfe", "B": "cdfe"}),
+    (12, "f32", {"B": "bc"}),
+    (18, "f32", {"B": "bd"}), (19, "f32", {"B": "bed"}),   # ... the small B alone (A's copy would cost more)
+    (20, "f32", {"A": "abef", "B": "dcef"}),   # ... modes that do not merge from 512
+    (13, "f32", {}),   # B contiguous along K, but 78 flops a byte of its copy
     # memory-bound with A and B contiguous along different K modes (c, d): A alone, M-major, K in B's order
     (14, "f16", {"A": "adc"}), (14, "f32", {}),   # f32: SIMT makes #14 compute-bound
     # memory-bound with a small N-major B shared by 722 row tiles: B copied K-major (not on the SIMT path,
@@ -43,8 +50,8 @@ def staged_orders(plan) -> dict:
     (17, "f16", {"B": "db"}), (17, "f32", {}), (18, "f16", {}), (15, "f16", {}),
     # the same for #16's small A, which the kernel takes as its B (exchanged: see below)
     (16, "f16", {"A": "da"}), (16, "f32", {}),
-    # not staged: SIMT without a K conflict, long runs (#12), memory-bound or not enough flops per copy
-    (20, "f32", {}), (12, "f16", {}), (13, "f16", {}), (19, "f32", {}),
+    # not staged: long runs (#12), memory-bound or not enough flops per copy
+    (12, "f16", {}), (13, "f16", {}), (31, "f32", {}), (1, "f32", {}),
     # memory-bound with a small B contiguous along e, across the big M-major A's rows (which continue along
     # d): B copied K-major in A's K order (not #13's big B, not on the SIMT path)
     (19, "f16", {"B": "deb"}),
@@ -161,6 +168,52 @@ def test_an_exchanged_plan_equals_numpy_through_the_reference_executor(order, co
     execute_reference(inner, 1.0, B, second, 0.0, C, out)
     expect = np.einsum("ad,bdc->abc", A.astype(np.float64), B.astype(np.float64))
     np.testing.assert_allclose(out.astype(np.float64), expect, rtol=2e-3, atol=2e-3)
+
+
+def _row_major(extents: dict, modes: str, dtype: str):
+    shape = tuple(extents[m] for m in modes)
+    return D(shape, tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape))), dtype)
+
+
+def _gemm_plan(a: str, b: str, n: int, dtype: str = "f32", **kw):
+    ext = {"i": n, "j": n, "k": n}
+    return gett.plan_contraction(_row_major(ext, a, dtype), a, _row_major(ext, b, dtype), b,
+                                 _row_major(ext, "ij", dtype), "ij", beta=0, **kw)
+
+
+def test_simt_plans_copy_operands_contiguous_along_k_where_that_pays():
+    """f32 SIMT GEMMs of row-major matrices: an operand contiguous along k is copied M- or N-major from
+    192 flops a copied byte (2048^3 with both copied: 256), not below (1024^3: 128), not where the matrices
+    are M- and N-major already, nor in plans of fewer than 2^30 flops (1001 x 263 x 777); a max-plus plan accumulating in f32 likewise; complex and integer SIMT
+    plans (whose tiles fit two CTAs an SM either way) and tensor-core plans not."""
+    assert staged_orders(_gemm_plan("ik", "jk", 2048)) == {"A": "ik", "B": "jk"}
+    assert staged_orders(_gemm_plan("ik", "kj", 1024)) == {"A": "ik"}   # one copy: 256 flops a byte
+    assert staged_orders(_gemm_plan("ik", "jk", 1024)) == {}
+    assert staged_orders(_gemm_plan("ki", "kj", 4096)) == {}
+    ext = {"i": 1001, "j": 263, "k": 777}
+    small = gett.plan_contraction(_row_major(ext, "ki", "f32"), "ki", _row_major(ext, "jk", "f32"), "jk",
+                                  _row_major(ext, "ij", "f32"), "ij", beta=0)
+    assert small.staging == ()
+    max_plus = dict(op_ab=lambda x, y: x + y, reduce=(max, float("-inf")))
+    assert staged_orders(_gemm_plan("ki", "jk", 2048, **max_plus)) == {"B": "jk"}
+    for dtype in ("c64", "i32", "f16", "f64"):
+        assert staged_orders(_gemm_plan("ik", "jk", 2048, dtype)) == {}, dtype
+
+
+def test_a_simt_plan_staged_for_k_contiguity_equals_numpy_through_the_reference_executor():
+    """64 x 4096 x 2048 f32 (2^30 flops) with A row-major (contiguous along k): the planner copies A
+    M-major by itself; the staged plan over the copy, through the reference executor, equals numpy in
+    float64."""
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((64, 2048)).astype(np.float32)
+    B = rng.standard_normal((2048, 4096)).astype(np.float32)
+    C = np.zeros((64, 4096), np.float32)
+    plan = gett.plan_contraction(A, "ik", B, "kj", C, "ij", beta=0)
+    assert staged_orders(plan) == {"A": "ik"} and plan.staging[0].target.strides == (1, 64)
+    assert gett.plan_contraction(A[:, :1024], "ik", B[:1024], "kj", C, "ij", beta=0).staging == ()   # 2^29 flops
+    out = np.full(C.shape, np.nan, np.float32)
+    execute_reference(plan.staged_plan, 1.0, _staged_copy(A, plan.staging[0].target), B, 0.0, C, out)
+    np.testing.assert_allclose(out, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-4)
 
 
 def test_staging_option():
