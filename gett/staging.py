@@ -13,8 +13,9 @@ modes take one order for both, so K merges into a single contiguous index where 
 with enough arithmetic per copied byte are staged for their layout (:data:`FLOPS_PER_COPY_BYTE`);
 memory-bound ones only where A and B are contiguous along different K modes, and then A alone, into B's
 K order, where a small B shared by many tiles lies N-major, into a K-major copy, and where a small B is
-contiguous across the big A's K rows, into A's K order. Where a small A is shared by many tiles and B is
-big, the kernel takes B first (:func:`exchanges_operands`); the copies are then chosen for that order.
+contiguous across the big A's K rows, into A's K order. Exact-f32 (SIMT) plans with enough arithmetic copy
+operands contiguous along K, and others that are not dense, into M- and N-major matrices
+(:func:`_simt_dense`). Where a small A is shared by many tiles and B is big, the kernel takes B first (:func:`exchanges_operands`); the copies are then chosen for that order.
 A 16-bit operand whose strides or data pointer leave its runs unaligned (a row-major matrix with an odd row
 length) is copied in its own order where the plan is large enough and reads it several times
 (:func:`_staged_for_alignment`), its runs padded to whole 128-byte lines (or 16-byte vectors); every copy pads
@@ -179,12 +180,12 @@ def _staged_for_alignment(plan) -> tuple:
 
 def target_orders(plan) -> dict:
     """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch); B K-major
-    where B is contiguous along K, the plan is a compute-bound one on the 16-bit tensor-core path or B is
-    a small N-major operand (:func:`_small_n_major_b`), else N-major (N modes in D's order); one K order
-    for both — B's strides where B is contiguous along K (so B's copy keeps its runs), else A's, and A's
-    where B is small and copied for A's rows (:func:`_small_b_across_a_rows`). Extent-1
-    modes go last. A K-major B lets the wide wgmma tile take 240 columns (an N-major tile takes whole
-    64-column swizzle atoms, config._wide_tile)."""
+    where B is contiguous along K (not on the SIMT path, whose fragments read best along N), the plan is a
+    compute-bound one on the 16-bit tensor-core path or B is a small N-major operand
+    (:func:`_small_n_major_b`), else N-major (N modes in D's order); one K order for both — B's strides where
+    B is contiguous along K (so B's copy keeps its runs), else A's, and A's where B is small and copied for
+    A's rows (:func:`_small_b_across_a_rows`). Extent-1 modes go last. A K-major B lets the wide wgmma tile
+    take 240 columns (an N-major tile takes whole 64-column swizzle atoms, config._wide_tile)."""
     d = _strides(plan, "D")
     group_of, fast_b = plan.analysis.group_of, _fast_mode(plan, "B")
     b_along_k = fast_b is not None and group_of[fast_b] == "K"
@@ -303,21 +304,21 @@ def exchanges_operands(plan) -> bool:
 
 
 def _simt_dense(plan) -> tuple:
-    """The operands of a SIMT plan accumulating in f32, not memory-bound and of at least
-    :data:`SIMT_COPY_MIN_FLOPS`, to copy into dense M- or N-major
-    matrices (their :func:`target_orders`): those contiguous along K where the plan does at least
-    :data:`SIMT_K_COPY_FLOPS_PER_BYTE` flops per byte their copies move, and the others that are not dense
-    already where it does :data:`SIMT_DENSE_COPY_FLOPS_PER_BYTE` per byte of all the copies. Fragments read
-    along K take the 128 x 128 tile to 150-220 registers a thread (one CTA an SM) against 116-128 M- or
-    N-major (two); modes that do not merge cost the index arithmetic of the loads, which the math threads do.
-    H100, f32, copies included: #21 ``abcd-aebf-fdec`` (B contiguous along f) 7.32 -> 5.99 ms, #20
-    ``abcd-aebf-dfce`` (72-element runs) 6.28 -> 6.03. Complex and integer tiles fit two CTAs either way."""
+    """The operands of a SIMT plan to copy into dense M- or N-major matrices (their :func:`target_orders`),
+    where it accumulates in f32, does at least :data:`SIMT_COPY_MIN_FLOPS` and is not memory-bound: those
+    contiguous along K where the plan does at least :data:`SIMT_K_COPY_FLOPS_PER_BYTE` flops per byte their
+    copies move, and every operand not dense already where it does :data:`SIMT_DENSE_COPY_FLOPS_PER_BYTE` per
+    byte of all the copies. Fragments read along K take the 128 x 128 tile to 150-220 registers a thread (one
+    CTA an SM) against 116-128 M- or N-major (two); modes that do not merge cost the loads' index arithmetic,
+    which the math threads do. H100, f32, copies included: #21 ``abcd-aebf-fdec`` (B contiguous along f) 7.09
+    -> 6.03 ms, #20 ``abcd-aebf-dfce`` (72-element runs) 6.28 -> 6.03. Complex and integer tiles fit two CTAs
+    either way."""
     if math_path(plan) != "simt" or plan.compute_type.name != "f32" or plan.flops < SIMT_COPY_MIN_FLOPS \
             or _memory_bound(plan):
         return ()
     orders, group_of = target_orders(plan), plan.analysis.group_of
     nbytes = lambda ts: 2 * sum(plan.descriptors[t].nbytes for t in ts)   # read + write
-    sparse = [t for t in "AB" if _copy_strides(plan, t, orders[t]) != plan.descriptors[t].strides]
+    sparse = [t for t in "AB" if not _is_dense(plan, t, orders[t])]
     along_k = [t for t in sparse if group_of.get(_fast_mode(plan, t)) == "K"]
     copies = along_k if along_k and plan.flops >= SIMT_K_COPY_FLOPS_PER_BYTE * nbytes(along_k) else []
     if plan.flops >= SIMT_DENSE_COPY_FLOPS_PER_BYTE * nbytes(sparse):
@@ -369,6 +370,13 @@ def _copy_strides(plan, tensor: str, order: tuple, aligned: bool = False) -> tup
     src = plan.descriptors[tensor]
     inner = dict(zip(plan.modes[tensor], src.shape))[order[0]] if order else 1
     return dense_strides(src.shape, plan.modes[tensor], order, run_multiple(inner, src.dtype.itemsize, aligned))
+
+
+def _is_dense(plan, tensor: str, order: tuple) -> bool:
+    """Whether ``tensor`` is laid out as its copy in ``order`` would be (modes of extent 1 aside)."""
+    src = plan.descriptors[tensor]
+    copy = zip(plan.modes[tensor], _copy_strides(plan, tensor, order), src.shape)
+    return {m: s for m, s, e in copy if e > 1} == _strides(plan, tensor)
 
 
 def choose_staging(plan, force: bool = False) -> tuple:

@@ -190,6 +190,12 @@ def test_simt_plans_copy_operands_contiguous_along_k_where_that_pays():
     assert staged_orders(_gemm_plan("ik", "kj", 1024)) == {"A": "ik"}   # one copy: 256 flops a byte
     assert staged_orders(_gemm_plan("ik", "jk", 1024)) == {}
     assert staged_orders(_gemm_plan("ki", "kj", 4096)) == {}
+    # dense but for an extent-1 mode's stride: no copy; the same A beside a B along k: B alone
+    dense_a = D((4096, 1, 4096), (1, 7, 4096), "f32")
+    n_major, along_k = D((4096, 4096), (1, 4096), "f32"), D((4096, 4096), (4096, 1), "f32")
+    c = D((4096, 4096), (1, 4096), "f32")
+    assert gett.plan_contraction(dense_a, "izk", n_major, "jk", c, "ij", beta=0).staging == ()
+    assert staged_orders(gett.plan_contraction(dense_a, "izk", along_k, "jk", c, "ij", beta=0)) == {"B": "jk"}
     ext = {"i": 1001, "j": 263, "k": 777}
     small = gett.plan_contraction(_row_major(ext, "ki", "f32"), "ki", _row_major(ext, "jk", "f32"), "jk",
                                   _row_major(ext, "ij", "f32"), "ij", beta=0)
