@@ -200,6 +200,9 @@ def test_simt_plans_copy_operands_contiguous_along_k_where_that_pays():
     small = gett.plan_contraction(_row_major(ext, "ki", "f32"), "ki", _row_major(ext, "jk", "f32"), "jk",
                                   _row_major(ext, "ij", "f32"), "ij", beta=0)
     assert small.staging == ()
+    leaky = _gemm_plan("ik", "jk", 2048, op_b=lambda x: x if x > 0 else 0.01 * x)   # B's copy applies its op
+    assert [(st.tensor, "".join(st.order), st.op is not None) for st in leaky.staging] == [("A", "ik", False),
+                                                                                            ("B", "jk", True)]
     max_plus = dict(op_ab=lambda x, y: x + y, reduce=(max, float("-inf")))
     assert staged_orders(_gemm_plan("ki", "jk", 2048, **max_plus)) == {"B": "jk"}
     for dtype in ("c64", "i32", "f16", "f64"):
