@@ -15,7 +15,8 @@ memory-bound ones only where A and B are contiguous along different K modes, and
 K order, where a small B shared by many tiles lies N-major, into a K-major copy, and where a small B is
 contiguous across the big A's K rows, into A's K order. Exact-f32 (SIMT) plans with enough arithmetic copy
 operands contiguous along K, and others that are not dense, into M- and N-major matrices
-(:func:`_simt_dense`). Where a small A is shared by many tiles and B is big, the kernel takes B first (:func:`exchanges_operands`); the copies are then chosen for that order.
+(:func:`_simt_dense`). Where a small A is shared by many tiles and B is big, the kernel takes B first
+(:func:`exchanges_operands`); the copies are then chosen for that order.
 A 16-bit operand whose strides or data pointer leave its runs unaligned (a row-major matrix with an odd row
 length) is copied in its own order where the plan is large enough and reads it several times
 (:func:`_staged_for_alignment`), its runs padded to whole 128-byte lines (or 16-byte vectors); every copy pads

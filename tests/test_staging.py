@@ -184,8 +184,9 @@ def _gemm_plan(a: str, b: str, n: int, dtype: str = "f32", **kw):
 def test_simt_plans_copy_operands_contiguous_along_k_where_that_pays():
     """f32 SIMT GEMMs of row-major matrices: an operand contiguous along k is copied M- or N-major from
     192 flops a copied byte (2048^3 with both copied: 256), not below (1024^3: 128), not where the matrices
-    are M- and N-major already, nor in plans of fewer than 2^30 flops (1001 x 263 x 777); a max-plus plan accumulating in f32 likewise; complex and integer SIMT
-    plans (whose tiles fit two CTAs an SM either way) and tensor-core plans not."""
+    are M- and N-major already, nor in plans of fewer than 2^30 flops (1001 x 263 x 777); a max-plus plan
+    accumulating in f32 likewise; complex and integer SIMT plans (whose tiles fit two CTAs an SM either way)
+    and tensor-core plans not."""
     assert staged_orders(_gemm_plan("ik", "jk", 2048)) == {"A": "ik", "B": "jk"}
     assert staged_orders(_gemm_plan("ik", "kj", 1024)) == {"A": "ik"}   # one copy: 256 flops a byte
     assert staged_orders(_gemm_plan("ik", "jk", 1024)) == {}
