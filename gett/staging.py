@@ -401,7 +401,7 @@ def choose_staging(plan, force: bool = False) -> tuple:
         order = orders[t] if t in chosen else own_order(plan, t)
         target = TensorDescriptor(src.shape, _copy_strides(plan, t, order, t in aligned), src.dtype)
         # a copy for alignment may keep the strides: the data pointer was what broke the vectors (x[:, 1:])
-        if target.strides != src.strides or op is not None or t in aligned:
+        if not _is_dense(plan, t, order) or op is not None or t in aligned:
             out.append(Staging(t, plan.modes[t], order, src, target, op, plan.compute_type.name))
     return tuple(out)
 

@@ -229,6 +229,10 @@ def test_a_simt_plan_staged_for_k_contiguity_equals_numpy_through_the_reference_
 def test_staging_option():
     assert tccg_plan(20, staging=False).staging == ()
     assert tccg_plan(12, staging=True).staging == ()    # already dense in the target layouts
+    # dense but for the stride of an extent-1 mode (the planner reads it as 0): no copy either
+    dense_a, b = D((64, 1, 32), (1, 7, 64), "f32"), D((32, 48), (1, 32), "f32")
+    forced_dense = gett.plan_contraction(dense_a, "izk", b, "kj", D((64, 48), (1, 64), "f32"), "ij", staging=True)
+    assert [st.tensor for st in forced_dense.staging] == ["B"]
     forced = tccg_plan(13, staging=True)
     assert [st.tensor for st in forced.staging] == ["A", "B"]
     assert forced is not tccg_plan(13)
