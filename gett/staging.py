@@ -51,6 +51,10 @@ SIMT_DENSE_COPY_FLOPS_PER_BYTE = 512
 # ... in plans of at least this many flops: the gain, 10-15% of the math time, pays for a copy's launch
 # (a few us) from about 30 us of math (1024^3 with one copy, 2.1 GFLOP: 81 -> 75 us).
 SIMT_COPY_MIN_FLOPS = 1 << 30
+# ... and copy A into B's K order where A and B are contiguous along different K modes (a K box of short runs,
+# gathered) from this many flops per byte A's copy moves. H100, #14 ``ab-cad-dcb`` f32 (75 flops a byte): the
+# kernel on A's copy (64 x 64 x 32, split 10) 599 us against 790 as is; the copy of 121 MB about 100 us.
+SIMT_CONFLICT_COPY_FLOPS_PER_BYTE = 64
 # A small operand with an op is copied (the copy applying it) when it is at most 1/SMALL_OPERAND_SHARE of
 # the bytes the contraction moves, fills OP_TILE-wide tiles and OP_REUSE_STAGED tiles read each element.
 SMALL_OPERAND_SHARE = 64
@@ -218,8 +222,7 @@ def target_orders(plan) -> dict:
 
 def _memory_bound(plan) -> bool:
     """Whether ``plan`` does fewer flops per byte it moves than its math path's rate over copy bandwidth
-    (:data:`FLOPS_PER_COPY_BYTE` / 4). #14 f32 is not (SIMT): with A copied, on the heuristic's tile, it
-    ran 1066 us against 867."""
+    (:data:`FLOPS_PER_COPY_BYTE` / 4). #14 f32 is not (SIMT; its K conflict is :func:`_simt_dense`'s)."""
     threshold = FLOPS_PER_COPY_BYTE.get(math_path(plan))
     return threshold is not None and plan.flops < threshold / 4 * plan.moved_bytes
 
@@ -309,11 +312,13 @@ def _simt_dense(plan) -> tuple:
     where it accumulates in f32, does at least :data:`SIMT_COPY_MIN_FLOPS` and is not memory-bound: those
     contiguous along K where the plan does at least :data:`SIMT_K_COPY_FLOPS_PER_BYTE` flops per byte their
     copies move, and every operand not dense already where it does :data:`SIMT_DENSE_COPY_FLOPS_PER_BYTE` per
-    byte of all the copies. Fragments read along K take the 128 x 128 tile to 150-220 registers a thread (one
-    CTA an SM) against 116-128 M- or N-major (two); modes that do not merge cost the loads' index arithmetic,
-    which the math threads do. H100, f32, copies included: #21 ``abcd-aebf-fdec`` (B contiguous along f) 7.09
-    -> 6.03 ms, #20 ``abcd-aebf-dfce`` (72-element runs) 6.28 -> 6.03. Complex and integer tiles fit two CTAs
-    either way."""
+    byte of all the copies; failing both, A alone, into B's K order, where A and B are contiguous along
+    different K modes and the plan does :data:`SIMT_CONFLICT_COPY_FLOPS_PER_BYTE` per byte of A's copy (the
+    kernel then reads whole runs of both). Fragments read along K take the 128 x 128 tile to 150-220
+    registers a thread (one CTA an SM) against 116-128 M- or N-major (two); modes that do not merge cost the
+    loads' index arithmetic, which the math threads do. H100, f32, copies included: #21 ``abcd-aebf-fdec``
+    (B contiguous along f) 7.09 -> 6.03 ms, #20 ``abcd-aebf-dfce`` (72-element runs) 6.28 -> 6.03. Complex
+    and integer tiles fit two CTAs either way."""
     if math_path(plan) != "simt" or plan.compute_type.name != "f32" or plan.flops < SIMT_COPY_MIN_FLOPS \
             or _memory_bound(plan):
         return ()
@@ -324,6 +329,8 @@ def _simt_dense(plan) -> tuple:
     copies = along_k if along_k and plan.flops >= SIMT_K_COPY_FLOPS_PER_BYTE * nbytes(along_k) else []
     if plan.flops >= SIMT_DENSE_COPY_FLOPS_PER_BYTE * nbytes(sparse):
         copies = sparse
+    if not copies and _k_conflict(plan) and plan.flops >= SIMT_CONFLICT_COPY_FLOPS_PER_BYTE * nbytes("A"):
+        copies = ["A"]
     return tuple(copies)
 
 

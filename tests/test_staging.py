@@ -44,7 +44,8 @@ def staged_orders(plan) -> dict:
     (20, "f32", {"A": "abef", "B": "dcef"}),   # ... modes that do not merge from 512
     (13, "f32", {}),   # B contiguous along K, but 78 flops a byte of its copy
     # memory-bound with A and B contiguous along different K modes (c, d): A alone, M-major, K in B's order
-    (14, "f16", {"A": "adc"}), (14, "f32", {}),   # f32: SIMT makes #14 compute-bound
+    # (f32, SIMT: compute-bound, but from 64 flops a byte of A's copy the same copy: #14 does 75)
+    (14, "f16", {"A": "adc"}), (14, "f32", {"A": "adc"}),
     # memory-bound with a small N-major B shared by 722 row tiles: B copied K-major (not on the SIMT path,
     # nor where B is K-major already)
     (17, "f16", {"B": "db"}), (17, "f32", {}), (18, "f16", {}), (15, "f16", {}),
@@ -204,6 +205,14 @@ def test_simt_plans_copy_operands_contiguous_along_k_where_that_pays():
     leaky = _gemm_plan("ik", "jk", 2048, op_b=lambda x: x if x > 0 else 0.01 * x)   # B's copy applies its op
     assert [(st.tensor, "".join(st.order), st.op is not None) for st in leaky.staging] == [("A", "ik", False),
                                                                                             ("B", "jk", True)]
+    # A and B contiguous along different K modes (#14's layout, 2 x 256^4 flops): A copied M-major in B's K
+    # order from 64 flops a byte of its copy (256^3 of A: 64), not below (128^2 x 256^2: 32)
+    for mn, copied in ((256, {"A": "adc"}), (128, {})):
+        ext = {"a": mn, "b": mn, "c": 256, "d": 256}   # row-major: A contiguous along c, B along d
+        conflict = gett.plan_contraction(_row_major(ext, "dac", "f32"), "dac",
+                                         _row_major(ext, "bcd", "f32"), "bcd", _row_major(ext, "ab", "f32"), "ab",
+                                         beta=0)
+        assert staged_orders(conflict) == copied, mn
     max_plus = dict(op_ab=lambda x, y: x + y, reduce=(max, float("-inf")))
     assert staged_orders(_gemm_plan("ki", "jk", 2048, **max_plus)) == {"B": "jk"}
     for dtype in ("c64", "i32", "f16", "f64"):
