@@ -329,7 +329,7 @@ def _simt_dense(plan) -> tuple:
     copies = along_k if along_k and plan.flops >= SIMT_K_COPY_FLOPS_PER_BYTE * nbytes(along_k) else []
     if plan.flops >= SIMT_DENSE_COPY_FLOPS_PER_BYTE * nbytes(sparse):
         copies = sparse
-    if not copies and _k_conflict(plan) and plan.flops >= SIMT_CONFLICT_COPY_FLOPS_PER_BYTE * nbytes("A"):
+    if not copies and _k_conflict(plan) and plan.flops >= SIMT_CONFLICT_COPY_FLOPS_PER_BYTE * nbytes(["A"]):
         copies = ["A"]
     return tuple(copies)
 
@@ -342,7 +342,8 @@ def _staged_for_layout(plan) -> tuple:
     instead of a K box of 16-byte half sectors. #14 ``ab-cad-dcb`` f16, H100: 241 us as is, 152 us with
     the copy (55 us of it). And B where it is small, shared and N-major (:func:`_small_n_major_b`), or
     small and contiguous across A's K rows (:func:`_small_b_across_a_rows`). SIMT plans with much arithmetic
-    per copied byte: the operands that are not dense M- or N-major matrices (:func:`_simt_dense`)."""
+    per copied byte: the operands that are not dense M- or N-major matrices, or A alone where A and B are
+    contiguous along different K modes (:func:`_simt_dense`)."""
     d = plan.descriptors
     conflict = _k_conflict(plan)
     short = {t: math_path(plan) == "mma16" and run_bytes(plan, t) < SHORT_RUN_BYTES for t in "AB"}
@@ -408,7 +409,7 @@ def choose_staging(plan, force: bool = False) -> tuple:
         order = orders[t] if t in chosen else own_order(plan, t)
         target = TensorDescriptor(src.shape, _copy_strides(plan, t, order, t in aligned), src.dtype)
         # a copy for alignment may keep the strides: the data pointer was what broke the vectors (x[:, 1:])
-        if not _is_dense(plan, t, order) or op is not None or t in aligned:
+        if op is not None or t in aligned or not _is_dense(plan, t, order):
             out.append(Staging(t, plan.modes[t], order, src, target, op, plan.compute_type.name))
     return tuple(out)
 
