@@ -90,12 +90,12 @@ __global__ void __launch_bounds__(256) probe(const __grid_constant__ CUtensorMap
           tma3(st, &ma, db * 64, cb, m0, &full[s]);
           tma3(st + a_bytes, &mb, db * 64, cb, n0, &full[s]);
         } else {   // #13: A (a, c, d) boxes (64 a, 1, 64 d) or one (MT a, 1, 64 d); B (d, b, c) boxes (64 d, 148 b, 1)
-          if (cfg.mode == 3) tma3(st, &ma, m0, cb, db * 64, &full[s]);
-          else if (cfg.mode == 4) {
+          if (cfg.mode == 3) {
+            tma3(st, &ma, m0, cb, db * 64, &full[s]);
+          } else {
             for (int j = 0; j < cfg.mt / 64; ++j) tma3(st + j * 8192, &ma, m0 + 64 * j, cb, db * 64, &full[s]);
-            tma3(st + cfg.mt / 64 * 8192, &ma_tail, m0 + cfg.mt / 64 * 64, cb, db * 64, &full[s]);
+            if (cfg.mode == 4) tma3(st + cfg.mt / 64 * 8192, &ma_tail, m0 + cfg.mt / 64 * 64, cb, db * 64, &full[s]);
           }
-          else for (int j = 0; j < cfg.mt / 64; ++j) tma3(st + j * 8192, &ma, m0 + 64 * j, cb, db * 64, &full[s]);
           const int nb = b_box_rows(cfg.nt);
           for (int j = 0; j < cfg.nt / nb; ++j) tma3(st + a_bytes + j * ((nb + 7) / 8 * 1024), &mb, db * 64, n0 + nb * j, cb, &full[s]);
         }
