@@ -436,27 +436,40 @@ def copy_table(staging: Staging, modes=None) -> IndexTable:
 _BLOCK_BYTES = 40 * 1024   # shared memory of one transposed block
 
 
-def _tile_side(extent: int, itemsize: int) -> int:
+def _tile_side(extent: int, itemsize: int, cap: int = 0) -> int:
     """A transposed block's side along a mode: the whole extent where a square block of it fits in
-    _BLOCK_BYTES of shared memory (no partial blocks for the 72s of TCCG), else 64 (16-bit) or 32 elements."""
+    _BLOCK_BYTES of shared memory (no partial blocks for the 72s of TCCG), else 64 (16-bit) or 32 elements;
+    with ``cap``, at most that many."""
+    if cap:
+        return min(extent, cap)
     whole = int((_BLOCK_BYTES / itemsize) ** 0.5) - 1
     return extent if extent <= whole else (64 if itemsize <= 2 else 32)
 
 
 _MIN_BLOCKS = 256            # blocks a copy keeps when its blocks span all of Q
+_SMALL_SIDE = 16             # the sides of a copy that would have fewer blocks than that
 
 
-def _tile_sides(extent_q: int, extent_p: int, rests: int, itemsize: int) -> tuple:
+def _tile_sides(extent_q: int, extent_p: int, rests: int, itemsize: int, cap: int = 0) -> tuple:
     """(TQ, TP) of a transposed block: P (the source's stride-1 mode) by _tile_side, Q (the destination's)
     whole where a block of it by TP (+1 of padding) fits _BLOCK_BYTES and the copy, over ``rests``
     positions of its other modes, still has _MIN_BLOCKS blocks, so the destination is written in whole
     runs; else by _tile_side. H100 (f16): #14's copy of A (312 x 312 blocks of (c, a) into a-major, 312 of
     them) 55.6 us in 64 x 64 blocks, 53.4 in 312 x 64 (a whole), 60.9 in 64 x 312 (c whole: whole runs
     read, 128-byte pieces written); #14 113.2 -> 111.4 us. #17's B (one 312 x 296 block) in 5 blocks
-    instead of 25: #17 58.9 -> 63.5."""
-    tp = _tile_side(extent_p, itemsize)
+    instead of 25: #17 58.9 -> 63.5.
+    A copy those sides leave with fewer than _MIN_BLOCKS blocks (a small operand: it runs as one wave, as
+    long as its slowest block) takes sides of at most _SMALL_SIDE (``cap``). H100, seven rounds on three
+    machines (session 56): f16 #16's and #17's copies of 312 x 296 in 380 blocks of 16 x 16 instead of 25 of
+    64 x 64, #16 55.7 -> 55.3 us (means), #17 54.4 -> 53.9; #19's 72 x 72 x 72 in 360 blocks of 72 x 16
+    instead of 72 of 72 x 72, 29.7 -> 29.2 (32 x 32 sides: about the same); f32 #19 136.5 -> 134.8, #15 and
+    #18 (380 blocks instead of 100 of 32 x 32) even."""
+    tp = _tile_side(extent_p, itemsize, cap)
     whole = extent_q * (tp + 1) * itemsize <= _BLOCK_BYTES and rests * -(-extent_p // tp) >= _MIN_BLOCKS
-    return (extent_q if whole else _tile_side(extent_q, itemsize)), tp
+    tq = extent_q if whole else _tile_side(extent_q, itemsize, cap)
+    if not cap and rests * -(-extent_q // tq) * -(-extent_p // tp) < _MIN_BLOCKS:
+        return _tile_sides(extent_q, extent_p, rests, itemsize, _SMALL_SIDE)
+    return tq, tp
 
 
 def _vector_width(src: TensorDescriptor, max_bytes: int, multiples) -> int:

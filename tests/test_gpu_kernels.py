@@ -157,21 +157,24 @@ def test_staged_operands_with_fused_ops(dtype, tol):
 
 
 @pytest.mark.parametrize("dtype,tol,vector", [("f16", 2e-3, 8), ("f32", 1e-5, 4)])
-def test_transposing_copy_in_vectors(dtype, tol, vector):
+@pytest.mark.parametrize("extent_a", [64, 12])
+def test_transposing_copy_in_vectors(dtype, tol, vector, extent_a):
     """The transposing copy moving 16-byte vectors: A "kma" with k fastest is copied M-major through
     whole 72-blocks along k and 64- (f16) or 32-blocks (f32) along m, the last one partial (200 = 3 x 64
-    + 8 = 6 x 32 + 8), op_a applied."""
+    + 8 = 6 x 32 + 8), op_a applied; with 12 of a (48 or 84 such blocks: fewer than 256) in 16 x 16 blocks,
+    both sides' last ones partial (200 = 12 x 16 + 8, 72 = 4 x 16 + 8)."""
     from gett.staging import render_copy
     rng = np.random.default_rng(3)
     npdt = NUMPY_DTYPE[dtype]
-    A = cp.asarray(rng.standard_normal((12, 200, 72)).astype(npdt)).transpose(2, 1, 0)   # "kma", k fast
-    B = cp.asarray(rng.standard_normal((72, 12, 40)).astype(npdt))
+    A = cp.asarray(rng.standard_normal((extent_a, 200, 72)).astype(npdt)).transpose(2, 1, 0)   # "kma", k fast
+    B = cp.asarray(rng.standard_normal((72, extent_a, 40)).astype(npdt))
     C = cp.asarray(rng.standard_normal((200, 40)).astype(npdt))
     D = cp.full((200, 40), cp.nan, dtype=npdt)
     plan = gett.plan_contraction(A, "kma", B, "kan", C, "mn", D=D, op_a=_leaky, staging=True)
     copy = next(s for s in plan.staging if s.tensor == "A")
-    tq = 64 if dtype == "f16" else 32   # m's blocks (200 is too long for one); k's 72 fits whole
-    assert f"transpose_tiles<{'__half' if dtype == 'f16' else 'float'}, Acc, Op, Index, Offset, {tq}, 72, {vector}," \
+    # m's blocks (200 is too long for one) by all of k's 72, or a small copy's 16 x 16
+    tq, tp = ((64 if dtype == "f16" else 32), 72) if extent_a == 64 else (16, 16)
+    assert f"transpose_tiles<{'__half' if dtype == 'f16' else 'float'}, Acc, Op, Index, Offset, {tq}, {tp}, {vector}," \
         in render_copy(copy).source.replace("\n", "")
     gett.contract(plan, 1.0, A, B, 0.5, C, D)
     a = to_host(A).astype(np.float64)
