@@ -447,7 +447,8 @@ def _tile_side(extent: int, itemsize: int, cap: int = 0) -> int:
 
 
 _MIN_BLOCKS = 256            # blocks a copy keeps when its blocks span all of Q
-_SMALL_SIDE = 16             # the sides of a copy that would have fewer blocks than that
+_SMALL_SIDES = (16, 32)      # sides tried in turn for a copy that would have fewer blocks than that ...
+_WAVE_BLOCKS = 1024          # ... while its blocks stay one wave (H100: 132 SMs, 8 blocks of 256 threads each)
 
 
 def _tile_sides(extent_q: int, extent_p: int, rests: int, itemsize: int, cap: int = 0) -> tuple:
@@ -459,7 +460,9 @@ def _tile_sides(extent_q: int, extent_p: int, rests: int, itemsize: int, cap: in
     read, 128-byte pieces written); #14 113.2 -> 111.4 us. #17's B (one 312 x 296 block) in 5 blocks
     instead of 25: #17 58.9 -> 63.5.
     A copy those sides leave with fewer than _MIN_BLOCKS blocks (a small operand: it runs as one wave, as
-    long as its slowest block) takes sides of at most _SMALL_SIDE (``cap``). H100, seven rounds on three
+    long as its slowest block) takes sides of at most 16, or 32 (``cap``), the first that keeps its blocks
+    within one wave (_WAVE_BLOCKS), so that a larger copy is not cut into several waves of tiny blocks
+    (not measured: that limit is reasoned, and no TCCG copy reaches it). H100, seven rounds on three
     machines (session 56): f16 #16's and #17's copies of 312 x 296 in 380 blocks of 16 x 16 instead of 25 of
     64 x 64, #16 55.7 -> 55.3 us (means), #17 54.4 -> 53.9; #19's 72 x 72 x 72 in 360 blocks of 72 x 16
     instead of 72 of 72 x 72, 29.7 -> 29.2 (32 x 32 sides: about the same); f32 #19 136.5 -> 134.8, #15 and
@@ -467,8 +470,16 @@ def _tile_sides(extent_q: int, extent_p: int, rests: int, itemsize: int, cap: in
     tp = _tile_side(extent_p, itemsize, cap)
     whole = extent_q * (tp + 1) * itemsize <= _BLOCK_BYTES and rests * -(-extent_p // tp) >= _MIN_BLOCKS
     tq = extent_q if whole else _tile_side(extent_q, itemsize, cap)
-    if not cap and rests * -(-extent_q // tq) * -(-extent_p // tp) < _MIN_BLOCKS:
-        return _tile_sides(extent_q, extent_p, rests, itemsize, _SMALL_SIDE)
+    if cap:
+        return tq, tp
+
+    def blocks(q, p):
+        return rests * -(-extent_q // q) * -(-extent_p // p)
+    if blocks(tq, tp) < _MIN_BLOCKS:
+        for side in _SMALL_SIDES:
+            small = _tile_sides(extent_q, extent_p, rests, itemsize, side)
+            if blocks(*small) <= _WAVE_BLOCKS:
+                return small
     return tq, tp
 
 

@@ -328,8 +328,8 @@ def test_copy_stores_ask_the_l2_to_keep_their_lines(tensor):
 def test_transposed_blocks_span_the_destination_runs_where_blocks_remain_enough():
     """A transposing copy's block takes all of the destination's stride-1 mode (Q) where that fits 40 KB
     beside the source side's 64 and the copy keeps 256 blocks: #14's A, 312 planes of 312 x 312, is
-    written in whole runs of a. A copy those sides leave with fewer than 256 blocks takes sides of 16
-    (one wave of short blocks): #17's B, one 296 x 312 plane, in 380 blocks instead of 25 (5 whole ones
+    written in whole runs of a. A copy those sides leave with fewer than 256 blocks takes sides of 16, or 32
+    where 16 would make more than one wave of blocks (1024): #17's B, one 296 x 312 plane, in 380 blocks instead of 25 (5 whole ones
     ran slower still); #19's B, 72 planes of 72 x 72, in 360 blocks of 72 x 16 instead of 72 whole."""
     from gett.staging import _tile_sides
     assert _tile_sides(312, 312, 312, 2) == (312, 64)
@@ -337,6 +337,9 @@ def test_transposed_blocks_span_the_destination_runs_where_blocks_remain_enough(
     assert _tile_sides(312, 312, 312, 4) == (32, 32)     # f32: 312 x 33 x 4 bytes is over 40 KB
     assert _tile_sides(72, 72, 5184, 2) == (72, 72)      # whole 72s either way
     assert _tile_sides(72, 72, 72, 2) == (72, 16)        # 72 x 5 blocks of 16: enough to span Q whole
+    # eight such planes as #17's: 200 blocks, but 16 x 16 would be 3040 (several waves): 32 x 32, 800 blocks
+    assert _tile_sides(296, 312, 8, 2) == (32, 32)
+    assert _tile_sides(296, 312, 64, 2) == (296, 64)     # 320 blocks, Q whole: as it was
     staging = next(st for st in tccg_plan(14).staging if st.tensor == "A")
     assert "gett::transpose_tiles<__half, Acc, Op, Index, Offset, 312, 64, 8, 256, 312, 312," in \
         render_copy(staging).source.replace("\n", "")
