@@ -329,8 +329,9 @@ def test_transposed_blocks_span_the_destination_runs_where_blocks_remain_enough(
     """A transposing copy's block takes all of the destination's stride-1 mode (Q) where that fits 40 KB
     beside the source side's 64 and the copy keeps 256 blocks: #14's A, 312 planes of 312 x 312, is
     written in whole runs of a. A copy those sides leave with fewer than 256 blocks takes sides of 16, or 32
-    where 16 would make more than one wave of blocks (1024): #17's B, one 296 x 312 plane, in 380 blocks instead of 25 (5 whole ones
-    ran slower still); #19's B, 72 planes of 72 x 72, in 360 blocks of 72 x 16 instead of 72 whole."""
+    where 16 would make more than one wave of blocks (1024): #17's B, one 296 x 312 plane, in 380 blocks
+    instead of 25 (5 whole ones ran slower still); #19's B, 72 planes of 72 x 72, in 360 blocks of 72 x 16
+    instead of 72 whole."""
     from gett.staging import _tile_sides
     assert _tile_sides(312, 312, 312, 2) == (312, 64)
     assert _tile_sides(296, 312, 1, 2) == (16, 16)
