@@ -381,11 +381,15 @@ def _copy_strides(plan, tensor: str, order: tuple, aligned: bool = False) -> tup
     return dense_strides(src.shape, plan.modes[tensor], order, run_multiple(inner, src.dtype.itemsize, aligned))
 
 
-def _is_dense(plan, tensor: str, order: tuple) -> bool:
-    """Whether ``tensor`` is laid out as its copy in ``order`` would be (modes of extent 1 aside)."""
-    src = plan.descriptors[tensor]
-    copy = zip(plan.modes[tensor], _copy_strides(plan, tensor, order), src.shape)
+def _has_strides(plan, tensor: str, strides: tuple) -> bool:
+    """Whether ``tensor`` is laid out with ``strides`` (per mode of ``tensor``; modes of extent 1 aside)."""
+    copy = zip(plan.modes[tensor], strides, plan.descriptors[tensor].shape)
     return {m: s for m, s, e in copy if e > 1} == _strides(plan, tensor)
+
+
+def _is_dense(plan, tensor: str, order: tuple) -> bool:
+    """Whether ``tensor`` is laid out as its copy in ``order`` would be."""
+    return _has_strides(plan, tensor, _copy_strides(plan, tensor, order))
 
 
 def choose_staging(plan, force: bool = False) -> tuple:
@@ -409,7 +413,7 @@ def choose_staging(plan, force: bool = False) -> tuple:
         order = orders[t] if t in chosen else own_order(plan, t)
         target = TensorDescriptor(src.shape, _copy_strides(plan, t, order, t in aligned), src.dtype)
         # a copy for alignment may keep the strides: the data pointer was what broke the vectors (x[:, 1:])
-        if op is not None or t in aligned or not _is_dense(plan, t, order):
+        if op is not None or t in aligned or not _has_strides(plan, t, target.strides):
             out.append(Staging(t, plan.modes[t], order, src, target, op, plan.compute_type.name))
     return tuple(out)
 
@@ -451,36 +455,38 @@ _SMALL_SIDES = (16, 32)      # sides tried in turn for a copy that would have fe
 _WAVE_BLOCKS = 1024          # ... while its blocks stay one wave (H100: 132 SMs, 8 blocks of 256 threads each)
 
 
-def _tile_sides(extent_q: int, extent_p: int, rests: int, itemsize: int, cap: int = 0) -> tuple:
+def _block_sides(extent_q: int, extent_p: int, rests: int, itemsize: int, cap: int = 0) -> tuple:
     """(TQ, TP) of a transposed block: P (the source's stride-1 mode) by _tile_side, Q (the destination's)
     whole where a block of it by TP (+1 of padding) fits _BLOCK_BYTES and the copy, over ``rests``
     positions of its other modes, still has _MIN_BLOCKS blocks, so the destination is written in whole
     runs; else by _tile_side. H100 (f16): #14's copy of A (312 x 312 blocks of (c, a) into a-major, 312 of
     them) 55.6 us in 64 x 64 blocks, 53.4 in 312 x 64 (a whole), 60.9 in 64 x 312 (c whole: whole runs
     read, 128-byte pieces written); #14 113.2 -> 111.4 us. #17's B (one 312 x 296 block) in 5 blocks
-    instead of 25: #17 58.9 -> 63.5.
-    A copy those sides leave with fewer than _MIN_BLOCKS blocks (a small operand: it runs as one wave, as
-    long as its slowest block) takes sides of at most 16, or 32 (``cap``), the first that keeps its blocks
-    within one wave (_WAVE_BLOCKS), so that a larger copy is not cut into several waves of tiny blocks
-    (not measured: that limit is reasoned, and no TCCG copy reaches it). H100, seven rounds on three
+    instead of 25: #17 58.9 -> 63.5. ``cap``: sides of at most that many elements."""
+    tp = _tile_side(extent_p, itemsize, cap)
+    whole = extent_q * (tp + 1) * itemsize <= _BLOCK_BYTES and rests * -(-extent_p // tp) >= _MIN_BLOCKS
+    return (extent_q if whole else _tile_side(extent_q, itemsize, cap)), tp
+
+
+def _tile_sides(extent_q: int, extent_p: int, rests: int, itemsize: int) -> tuple:
+    """(TQ, TP) of a transposed block: :func:`_block_sides`, except for a copy those sides leave with fewer
+    than _MIN_BLOCKS blocks (a small operand: it runs as one wave, as long as its slowest block), which
+    takes sides of at most 16, or 32, the first that keeps its blocks within one wave (_WAVE_BLOCKS), so
+    that a larger copy is not cut into several waves of tiny blocks (not measured: that limit is reasoned,
+    and no TCCG copy reaches it). H100, seven rounds on three
     machines (session 56): f16 #16's and #17's copies of 312 x 296 in 380 blocks of 16 x 16 instead of 25 of
     64 x 64, #16 55.7 -> 55.3 us (means), #17 54.4 -> 53.9; #19's 72 x 72 x 72 in 360 blocks of 72 x 16
     instead of 72 of 72 x 72, 29.7 -> 29.2 (32 x 32 sides: about the same); f32 #19 136.5 -> 134.8, #15 and
     #18 (380 blocks instead of 100 of 32 x 32) even."""
-    tp = _tile_side(extent_p, itemsize, cap)
-    whole = extent_q * (tp + 1) * itemsize <= _BLOCK_BYTES and rests * -(-extent_p // tp) >= _MIN_BLOCKS
-    tq = extent_q if whole else _tile_side(extent_q, itemsize, cap)
-    if cap:
-        return tq, tp
-
     def blocks(q, p):
         return rests * -(-extent_q // q) * -(-extent_p // p)
-    if blocks(tq, tp) < _MIN_BLOCKS:
-        for side in _SMALL_SIDES:
-            small = _tile_sides(extent_q, extent_p, rests, itemsize, side)
+    sides = _block_sides(extent_q, extent_p, rests, itemsize)
+    if blocks(*sides) < _MIN_BLOCKS:
+        for cap in _SMALL_SIDES:
+            small = _block_sides(extent_q, extent_p, rests, itemsize, cap)
             if blocks(*small) <= _WAVE_BLOCKS:
                 return small
-    return tq, tp
+    return sides
 
 
 def _vector_width(src: TensorDescriptor, max_bytes: int, multiples) -> int:
