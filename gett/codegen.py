@@ -397,10 +397,10 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     smem = shared_bytes(plan, cfg, la, lb, a_box=box is not None)
     threads = cfg.threads
     tma = views is not None and box is None
-    if cfg.shares_registers and not tma:
+    if cfg.shares_registers and not (tma or cfg.pingpong):
         raise ValueError(f"{cfg.key()}: the math warpgroups take most of the producer's registers, so it "
                          f"must load by TMA (both operands plain 2-D matrices, or K two modes for a wide tile; one "
-                         f"batch)")
+                         f"batch), unless they take tiles in turn (pingpong), which leaves a cp.async producer 104")
     names = ("map_a", "map_b")[:len(views or ())] + (("map_d",) if d_view else ())
     maps = "".join(f",\n    const __grid_constant__ gett::TensorMap {n}" for n in names)
     map_args = [f"&{n}" if n in names else "nullptr" for n in ("map_a", "map_b", "map_d")]

@@ -455,8 +455,11 @@ def _producer_tile(plan) -> KernelConfig | None:
     #15 52.3 -> 48.3 us, #18 54.6 -> 52.1; a resident A not (#16 62.0 -> 62.9 at 5, 64.0 at 6). A resident A's tiles
     go first to math warpgroups that take them in turn (``pingpong``: one stores a tile while the other multiplies the
     next), 128 wide (a warpgroup's 128 accumulators a thread) with 5 stages: #16 61.0-61.7 -> 56.6-57.3 us (4 stages
-    58.8-59.0, 6 58.2-58.6; session 38). #15's resident B in turn (128 x 160 s5) measured 47.6-48.1 against 48.1-48.9,
-    so B's keep both warpgroups on one tile."""
+    58.8-59.0, 6 58.2-58.6; session 38). #15's resident B in turn (128 x 160 s5) measured 47.6-48.1 against 48.1-48.9;
+    in session 57, with a cp.async producer handing the math warpgroups its registers (Gett::PRODUCER_REGISTERS),
+    #15 48.5/48.6 -> 47.9/48.1 us, #17 54.1/54.3 -> 53.4/53.5, #18 51.4/51.6 -> 50.5/51.0 (4 stages, or 128
+    columns: slower), so a resident B's tiles go in turn at 5 stages where the epilogue walks M fastest; where it
+    walks N (#16's exchanged plan) in turn was far slower (54.9 -> 80.4 us, at the 3 stages its shared memory left)."""
     if _ops_or_reads_c(plan):
         return None
     widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig, plan.n)
@@ -478,12 +481,20 @@ def _producer_tile(plan) -> KernelConfig | None:
     if cfg.persistent and plan.batch == 1:
         if -(-plan.n // cfg.bn) <= -(-plan.m // cfg.bm):   # B the smaller operand: its tile stays, as wide
             resident = [replace(cfg, resident="b", stages=s) for s in (5, 4, 3)]
+            if cfg.bn <= 160 and _epilogue_walks_m(plan, cfg):
+                resident.insert(0, replace(resident[0], pingpong=True))
         else:   # A's tile stays: warpgroups in turn, then the width narrowed to fit: 4 stages first, then 3
             turns = [replace(cfg, resident="a", bn=128, stages=5, pingpong=True)] if cfg.bn >= 128 else []
             resident = turns + [replace(c, resident="a", bn=w) for c in candidates for w in widths[::-1]
                                 if w <= cfg.bn]
         candidates = resident + candidates
     return next((c for c in candidates if _fits(plan, c)), None)
+
+
+def _epilogue_walks_m(plan, cfg: KernelConfig) -> bool:
+    """Whether ``cfg``'s epilogue stores D walking M fastest (codegen.epilogue_walk)."""
+    from .codegen import epilogue_walk
+    return epilogue_walk(plan, cfg)[0]
 
 
 def _plain_async_loads(plan, cfg: KernelConfig) -> bool:

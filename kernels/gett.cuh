@@ -104,15 +104,17 @@ struct Gett {
   static_assert(!PINGPONG || (PERSIST && WS && Math::kAsyncMath && THREADS == 256 && !StoreD::kTma),
                 "warpgroups in turn: a wgmma producer kernel over several tiles, two math warpgroups");
   // Three wgmma warpgroups (192 rows) and the producer launch with 128 registers a thread, two with
-  // more than 128 accumulators a thread with 168; the producer (TMA: one thread loads) hands most of
-  // its own to the math warpgroups for their accumulators.
+  // more than 128 accumulators a thread with 168; the producer hands most of its own to the math
+  // warpgroups for their accumulators: a TMA producer (one thread loads) keeps 40, a cp.async one 104
+  // for its row offsets and addresses.
   static constexpr bool kShareRegisters = WS && Math::kAsyncMath && (THREADS == 384 || BM * BN / TILE_THREADS > 128);
-  static constexpr int PRODUCER_REGISTERS = 40;
+  static constexpr int PRODUCER_REGISTERS = TMA ? 40 : 104;
+  static_assert(!kShareRegisters || TMA || (PINGPONG && THREADS == 256),
+                "a cp.async producer shares its registers with two math warpgroups taking tiles in turn");
   // setmaxnreg.inc waits for registers the CTA's warps released: the pool is what the launch gave it
   static constexpr int LAUNCH_REGISTERS = 65536 / BLOCK_THREADS / 8 * 8;
   static constexpr int MATH_REGISTERS =
       (LAUNCH_REGISTERS * BLOCK_THREADS - PRODUCER_THREADS * PRODUCER_REGISTERS) / THREADS / 8 * 8;
-  static_assert(!kShareRegisters || TMA, "a producer warpgroup copying by cp.async needs its registers");
   // Split-K partials run along D's stride-1 mode where that is M's first mode (a plain walk of M), so
   // reduce_splits reads and writes D in whole sectors.
   static constexpr bool PARTIALS_M_FAST = D_M_FAST && EPI_TX == 1;
