@@ -481,7 +481,7 @@ def _producer_tile(plan) -> KernelConfig | None:
     if cfg.persistent and plan.batch == 1:
         if -(-plan.n // cfg.bn) <= -(-plan.m // cfg.bm):   # B the smaller operand: its tile stays, as wide
             resident = [replace(cfg, resident="b", stages=s) for s in (5, 4, 3)]
-            if cfg.bn <= 160 and _epilogue_walks_m(plan, cfg):
+            if 128 < cfg.bn <= 160 and _epilogue_walks_m(plan, cfg):   # as measured: 160 wide
                 resident.insert(0, replace(resident[0], pingpong=True))
         else:   # A's tile stays: warpgroups in turn, then the width narrowed to fit: 4 stages first, then 3
             turns = [replace(cfg, resident="a", bn=128, stages=5, pingpong=True)] if cfg.bn >= 128 else []
