@@ -518,6 +518,9 @@ TURN_CASES = [
     (("mk", (20000, 312)), ("nk", (296, 312)), ("nm", (296, 20000)), (128, 160), 5, "b"),
     # #16's: A resident, cp.async (N's modes b, c not one stride), 128 columns
     (("km", (296, 312)), ("ckb", (205, 296, 100)), ("cbm", (205, 100, 312)), (128, 128), 5, "a"),
+    # #18's: A's rows cross c (a = 100), so cp.async, whose producer hands the math warpgroups its registers for
+    # 160 columns; B resident, D M-fast
+    (("cka", (205, 296, 100)), ("nk", (312, 296)), ("cna", (205, 312, 100)), (128, 160), 5, "b"),
     # no resident tile, D N-fast (column pairs), M and N past their last tiles, 2 or 3 tiles a CTA
     (("mk", (5000, 200)), ("kn", (200, 1000)), ("mn", (5000, 1000)), (128, 128), 4, ""),
     # fewer tiles than CTAs: no CTA's second warpgroup has a tile
@@ -526,7 +529,7 @@ TURN_CASES = [
 
 
 @pytest.mark.parametrize("a,b,d,tile,stages,resident", TURN_CASES,
-                         ids=["b-resident-tma", "a-resident-async", "odd-tiles", "few-tiles"])
+                         ids=["b-resident-tma", "a-resident-async", "b-resident-async", "odd-tiles", "few-tiles"])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_math_warpgroups_take_tiles_in_turn(a, b, d, tile, stages, resident, beta):
     """Math warpgroups that take a CTA's tiles in turn (KernelConfig.pingpong, kernels/gett.cuh): each holds
