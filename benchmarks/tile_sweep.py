@@ -129,6 +129,8 @@ def main(argv=None) -> int:
         # the configuration the plan runs: the shipped database's where it has one, else the heuristic's
         print(f"#{c.id} {c.notation}  M×N×K {c.m}×{c.n}×{c.k}  roofline {roof_us:.1f} µs  "
               f"default {(base.staged_plan or base).kernel(current_arch()).config.key()}")
+        if base.exchanged and configs:   # gett.plan: a configuration is one for the plan as given
+            print("  (the default plan exchanges A and B; the configurations below run on the plan as given)")
         for cfg in [None] + configs:
             try:
                 plan = gett.plan_contraction(buf.A, c.modes("A"), buf.B, c.modes("B"), buf.C, c.modes("C"),

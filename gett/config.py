@@ -459,7 +459,9 @@ def _producer_tile(plan) -> KernelConfig | None:
     in session 57, with a cp.async producer handing the math warpgroups its registers (Gett::PRODUCER_REGISTERS),
     #15 48.5/48.6 -> 47.9/48.1 us, #17 54.1/54.3 -> 53.4/53.5, #18 51.4/51.6 -> 50.5/51.0 (4 stages, or 128
     columns: slower), so a resident B's tiles go in turn at 5 stages where the epilogue walks M fastest; where it
-    walks N (#16's exchanged plan) in turn was far slower (54.9 -> 80.4 us, at the 3 stages its shared memory left)."""
+    walks N (#16's exchanged plan, 5 stages) in turn measured even (runner A/B, three rounds, session 58: 54.9-55.4
+    against 54.8-55.1 us), so it stays as it is. (Session 57's 80 us for it was the plan as given, not exchanged, at
+    3 stages: a configuration given to plan_contraction skips the exchange.)"""
     if _ops_or_reads_c(plan):
         return None
     widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig, plan.n)

@@ -521,6 +521,8 @@ TURN_CASES = [
     # #18's: A's rows cross c (a = 100), so cp.async, whose producer hands the math warpgroups its registers for
     # 160 columns; B resident, D M-fast
     (("cka", (205, 296, 100)), ("nk", (312, 296)), ("cna", (205, 312, 100)), (128, 160), 5, "b"),
+    # #16's exchanged plan: the same, but D N-fast (the epilogue walks N, 312 in two 160-wide column tiles)
+    (("ckb", (205, 296, 100)), ("nk", (312, 296)), ("cbn", (205, 100, 312)), (128, 160), 5, "b"),
     # no resident tile, D N-fast (column pairs), M and N past their last tiles, 2 or 3 tiles a CTA
     (("mk", (5000, 200)), ("kn", (200, 1000)), ("mn", (5000, 1000)), (128, 128), 4, ""),
     # fewer tiles than CTAs: no CTA's second warpgroup has a tile
@@ -529,7 +531,8 @@ TURN_CASES = [
 
 
 @pytest.mark.parametrize("a,b,d,tile,stages,resident", TURN_CASES,
-                         ids=["b-resident-tma", "a-resident-async", "b-resident-async", "odd-tiles", "few-tiles"])
+                         ids=["b-resident-tma", "a-resident-async", "b-resident-async", "b-resident-n-fast", "odd-tiles",
+                              "few-tiles"])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_math_warpgroups_take_tiles_in_turn(a, b, d, tile, stages, resident, beta):
     """Math warpgroups that take a CTA's tiles in turn (KernelConfig.pingpong, kernels/gett.cuh): each holds
