@@ -458,10 +458,11 @@ def _producer_tile(plan) -> KernelConfig | None:
     58.8-59.0, 6 58.2-58.6; session 38). #15's resident B in turn (128 x 160 s5) measured 47.6-48.1 against 48.1-48.9;
     in session 57, with a cp.async producer handing the math warpgroups its registers (Gett::PRODUCER_REGISTERS),
     #15 48.5/48.6 -> 47.9/48.1 us, #17 54.1/54.3 -> 53.4/53.5, #18 51.4/51.6 -> 50.5/51.0 (4 stages, or 128
-    columns: slower), so a resident B's tiles go in turn at 5 stages where the epilogue walks M fastest; where it
-    walks N (#16's exchanged plan, 5 stages) in turn measured even (runner A/B, three rounds, session 58: 54.9-55.4
-    against 54.8-55.1 us), so it stays as it is. (Session 57's 80 us for it was the plan as given, not exchanged, at
-    3 stages: a configuration given to plan_contraction skips the exchange.)"""
+    columns: slower), so a resident B's tiles go in turn at 5 stages. Where the epilogue walks N (#16's exchanged
+    plan) in turn gained only once wgmma's accumulators went to the epilogue tile by stmatrix there too (session 58,
+    runner A/B, three rounds: 54.9-55.4 us in turn with column-pair stores, 53.8-54.1 with stmatrix, against
+    55.0-55.5 not in turn; session 57's 80 us for it was the plan as given, not exchanged, at 3 stages: a
+    configuration given to plan_contraction skips the exchange)."""
     if _ops_or_reads_c(plan):
         return None
     widths = _producer_widths(not _layouts(plan, _WGMMA_128X128)[1].row_contig, plan.n)
@@ -483,7 +484,7 @@ def _producer_tile(plan) -> KernelConfig | None:
     if cfg.persistent and plan.batch == 1:
         if -(-plan.n // cfg.bn) <= -(-plan.m // cfg.bm):   # B the smaller operand: its tile stays, as wide
             resident = [replace(cfg, resident="b", stages=s) for s in (5, 4, 3)]
-            if 128 < cfg.bn <= 160 and _epilogue_walks_m(plan, cfg):   # as measured: 160 wide
+            if 128 < cfg.bn <= 160:   # as measured: 160 wide
                 resident.insert(0, replace(resident[0], pingpong=True))
         else:   # A's tile stays: warpgroups in turn, then the width narrowed to fit: 4 stages first, then 3
             turns = [replace(cfg, resident="a", bn=128, stages=5, pingpong=True)] if cfg.bn >= 128 else []
@@ -491,12 +492,6 @@ def _producer_tile(plan) -> KernelConfig | None:
                                 if w <= cfg.bn]
         candidates = resident + candidates
     return next((c for c in candidates if _fits(plan, c)), None)
-
-
-def _epilogue_walks_m(plan, cfg: KernelConfig) -> bool:
-    """Whether ``cfg``'s epilogue stores D walking M fastest (codegen.epilogue_walk)."""
-    from .codegen import epilogue_walk
-    return epilogue_walk(plan, cfg)[0]
 
 
 def _plain_async_loads(plan, cfg: KernelConfig) -> bool:

@@ -802,10 +802,11 @@ struct Gett {
   }
   // Where M is a plain walk's fast side in a 16-bit tile of 16-byte aligned rows, the tensor cores'
   // accumulators (wgmma, mma.sync) go to the tile as transposed 8 x 8 blocks, four a stmatrix (a row of the
-  // tile: 8 consecutive m of one n), instead of one 16-bit store each. (Where N is, stmatrix measured no
-  // faster than the column pairs: #33 31.4 -> 31.9 us, H100.)
-  static constexpr bool kMatrixStores = Math::kBlockQuads && sizeof(TE) == 2 && D_M_FAST && !kBox &&
-                                        EPI_LD % 8 == 0;
+  // tile: 8 consecutive m of one n), instead of one 16-bit store each. Where N is, wgmma's go as they are (a
+  // row: 8 consecutive n of one m) instead of a store per column pair (mma.sync's measured no faster that
+  // way: #33 31.4 -> 31.9 us, H100).
+  static constexpr bool kMatrixStores = Math::kBlockQuads && sizeof(TE) == 2 && (D_M_FAST || Math::kAsyncMath) &&
+                                        !kBox && EPI_LD % 8 == 0;
   __device__ __forceinline__ static void combine_blocks(const Math& math, TE* tile, Acc alpha) {
     const int lane = threadIdx.x % 32, j = lane / 8;
     // 32-bit shared addresses: generic ones, hoisted out of a loop over tiles, took two registers each
@@ -819,8 +820,9 @@ struct Gett {
         pair.v[1] = convert<TE>(OpOut{}(alpha * v[2 * i + 1]));
         x[i] = *reinterpret_cast<const unsigned*>(&pair);
       }
-      // lane's row: column lane % 8 of matrix j, from its first row on
-      stmatrix_x4<true>(base + unsigned(sizeof(TE) * tile_position(r0 + j % 2 * 8, c0 + j / 2 * 8 + lane % 8)), x);
+      // lane's row of the tile: column (M fast) or row lane % 8 of matrix j, from its first element on
+      const int r = r0 + j % 2 * 8 + (D_M_FAST ? 0 : lane % 8), c = c0 + j / 2 * 8 + (D_M_FAST ? lane % 8 : 0);
+      stmatrix_x4<D_M_FAST>(base + unsigned(sizeof(TE) * tile_position(r, c)), x);
     });
   }
 

@@ -409,9 +409,9 @@ def test_tiles_of_a_few_hundred_columns_take_a_persistent_producer_with_the_fewe
         cfg = default_config(gemm(m, n, k, b_modes=b_modes, d_dtype=d_dtype, **kw), "sm_90")
         return cfg.bm, cfg.bn, cfg.stages, cfg.ws, cfg.persistent, cfg.split_k, cfg.resident + "pp" * cfg.pingpong
     # B's tile for all of K resident where it fits with 5 stages of A, else 4 or 3 (N-major 192 x 320), not with an
-    # f32 D's epilogue tile; A's where M has the fewer tiles, 128 wide with 5 stages of B, the math warpgroups
-    # taking the tiles in turn
-    assert tile(92352, 296, 312, "nk") == (128, 160, 5, True, True, 1, "b")
+    # f32 D's epilogue tile; A's where M has the fewer tiles, 128 wide with 5 stages of B; the math warpgroups
+    # taking the tiles in turn where B's is 129-160 wide or A's resident
+    assert tile(92352, 296, 312, "nk") == (128, 160, 5, True, True, 1, "bpp")
     assert tile(92352, 296, 312, "nk", d_dtype="f32") == (128, 160, 3, True, True, 1, "")
     assert tile(92352, 312, 296, "kn") == (128, 192, 3, True, True, 1, "b")
     assert tile(312, 92352, 296, "kn") == (128, 128, 5, True, True, 1, "app")
@@ -423,14 +423,14 @@ def test_tiles_of_a_few_hundred_columns_take_a_persistent_producer_with_the_fewe
 
 def test_a_persistent_producer_keeps_its_epilogue_apart_and_compiles_without_spills():
     """The stages (5 of 128 x 64; B's 160 x 64 for each of K's 5 tiles, resident), then the epilogue tile
-    (128 rows of 160 + 8 16-bit elements) and offsets, then two barriers a stage; the producer loads by TMA;
-    NVRTC compiles it without spills. With an op on A the producer copies by cp.async (and applies the op
+    (128 rows of 160 + 8 16-bit elements) and offsets, then two barriers a stage; the producer loads by TMA,
+    the math warpgroups take the tiles in turn; NVRTC compiles it without spills. With an op on A the producer copies by cp.async (and applies the op
     once a stage lands)."""
     plan = gemm(92352, 296, 312, b_modes="nk", d_dtype="f16")
     cfg = default_config(plan, "sm_90")
     src, smem, threads, tma = render_kernel(tile_plan(plan, cfg), cfg, arch="sm_90")
     assert threads == 384 and tma is not None and cfg.resident == "b"
-    assert src.split("using Kernel = ")[1].split(";")[0].endswith("true, true, true, gett::NoTmaStore, 'B'>")
+    assert src.split("using Kernel = ")[1].split(";")[0].endswith("true, true, true, gett::NoTmaStore, 'B', true>")
     assert smem == 5 * 128 * 64 * 2 + 5 * 160 * 64 * 2 + 128 * 168 * 2 + 2 * (128 + 160) * 4 + 2 * 5 * 8
     kernel = plan.kernel("sm_90")
     assert kernel.config == cfg and kernel.shared_bytes == smem and kernel.report.spill_stores == 0
