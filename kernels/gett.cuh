@@ -802,11 +802,12 @@ struct Gett {
   }
   // Where M is a plain walk's fast side in a 16-bit tile of 16-byte aligned rows, the tensor cores'
   // accumulators (wgmma, mma.sync) go to the tile as transposed 8 x 8 blocks, four a stmatrix (a row of the
-  // tile: 8 consecutive m of one n), instead of one 16-bit store each. Where N is, wgmma's go as they are (a
-  // row: 8 consecutive n of one m) instead of a store per column pair (mma.sync's measured no faster that
-  // way: #33 31.4 -> 31.9 us, H100).
-  static constexpr bool kMatrixStores = Math::kBlockQuads && sizeof(TE) == 2 && (D_M_FAST || Math::kAsyncMath) &&
-                                        !kBox && EPI_LD % 8 == 0;
+  // tile: 8 consecutive m of one n), instead of one 16-bit store each. Where N is, the warpgroups that take
+  // tiles in turn store theirs as they are (a row: 8 consecutive n of one m), not a column pair at a time:
+  // H100, #16's exchanged plan 55.0 -> 53.9 us (in turn with column pairs: even). Elsewhere the pairs stay
+  // (mma.sync: #33 31.4 -> 31.9 us; wgmma not in turn: even to 2% slower on small row-major GEMMs).
+  static constexpr bool kMatrixStores = Math::kBlockQuads && sizeof(TE) == 2 && (D_M_FAST || PINGPONG) && !kBox &&
+                                        EPI_LD % 8 == 0;
   __device__ __forceinline__ static void combine_blocks(const Math& math, TE* tile, Acc alpha) {
     const int lane = threadIdx.x % 32, j = lane / 8;
     // 32-bit shared addresses: generic ones, hoisted out of a loop over tiles, took two registers each
