@@ -601,8 +601,8 @@ def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     # column tiles (N = 296, B K-major: 160; N = 312, B N-major: 192); the tile for all of K of the operand
     # with fewer tiles resident: B where the shared memory holds it with 5 stages of A, its math warpgroups
     # taking the tiles in turn (#15, #18; 160 accumulators a thread, which the producer's registers make room
-    # for), else 3 (#17); A (M = 312 against N = 92352) 128 wide with 5 stages
-    # of B, in turn (#16; a warpgroup's 128 accumulators a thread need none of the producer's registers)
+    # for), else 3 (#17); A (M = 312 against N = 92352) 128 wide with 5 stages of B, in turn (#16 as given, not
+    # exchanged; a warpgroup's 128 accumulators a thread need none of the producer's registers)
     tiles = {i: (config(i).bm, config(i).bn, config(i).stages, config(i).ws, config(i).persistent,
                  config(i).resident, config(i).pingpong) for i in (15, 16, 17, 18)}
     assert tiles == {15: (128, 160, 5, True, True, "b", True), 16: (128, 128, 5, True, True, "a", True),

@@ -128,7 +128,7 @@ def test_small_b_across_a_rows_is_copied_into_a_k_order():
 def test_a_small_shared_a_is_the_kernel_second_operand():
     """#16 ``abc-ad-bdc``: A (312 x 296) is small and read by 722 column tiles, B (55 MB) is not. The kernel
     takes B first (its tiles' rows along b, c: 92352) and A second, copied K-major as #17's B, in 2 x 160
-    columns of a; not with an op, a read of C, a configuration given or on the SIMT path (f32), nor for
+    columns of a, its math warpgroups taking the tiles in turn (D walked along N); not with an op, a read of C, a configuration given or on the SIMT path (f32), nor for
     #15, #17, #18, whose small operand is B already."""
     plan = tccg_plan(16)
     inner = plan.staged_plan
@@ -139,7 +139,8 @@ def test_a_small_shared_a_is_the_kernel_second_operand():
     assert copy.tensor == "A" and copy.source == plan.descriptors["A"] and inner.descriptors["B"] == copy.target
     assert inner.tables["K"].strides_of("B") == (1,) and not inner.exchanged and inner.staging == ()
     cfg = plan.kernel("sm_90").config
-    assert (cfg.bm, cfg.bn, cfg.ws, cfg.persistent, cfg.resident) == (128, 160, True, True, "b")
+    assert (cfg.bm, cfg.bn, cfg.stages, cfg.ws, cfg.persistent, cfg.resident, cfg.pingpong) == \
+        (128, 160, 5, True, True, "b", True)
     assert "exchanged: the kernel takes B as its first operand" in repr(plan)
     from gett.config import KernelConfig
     given = KernelConfig("wgmma", 128, 128, 64, 5, ws=True, persistent=True, resident="a", pingpong=True)

@@ -424,8 +424,8 @@ def test_tiles_of_a_few_hundred_columns_take_a_persistent_producer_with_the_fewe
 def test_a_persistent_producer_keeps_its_epilogue_apart_and_compiles_without_spills():
     """The stages (5 of 128 x 64; B's 160 x 64 for each of K's 5 tiles, resident), then the epilogue tile
     (128 rows of 160 + 8 16-bit elements) and offsets, then two barriers a stage; the producer loads by TMA,
-    the math warpgroups take the tiles in turn; NVRTC compiles it without spills. With an op on A the producer copies by cp.async (and applies the op
-    once a stage lands)."""
+    the math warpgroups take the tiles in turn; NVRTC compiles it without spills. With an op on A the producer
+    copies by cp.async (and applies the op once a stage lands)."""
     plan = gemm(92352, 296, 312, b_modes="nk", d_dtype="f16")
     cfg = default_config(plan, "sm_90")
     src, smem, threads, tma = render_kernel(tile_plan(plan, cfg), cfg, arch="sm_90")
