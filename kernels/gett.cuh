@@ -896,13 +896,25 @@ struct Gett {
   __device__ __forceinline__ static void for_each_vector(int fast_in, int slow_in, int tid, F&& f) {
     static_assert(FAST % EPI_V == 0 && EPI_TY % EPI_V == 0, "vectors tile the walk");
     constexpr int VECTORS = BM * BN / EPI_V, PER_THREAD = (VECTORS + COUNT - 1) / COUNT;
-    WalkCursor at(unsigned(tid) * EPI_V);
+    // A warpgroup in turn over plain rows whose vectors do not divide its threads (#16's 20 a row): the
+    // threads of whole rows keep one place along the row and step over rows, so that place's offset and test
+    // stay out of the loop (the cursor's place moved every vector).
+    constexpr int ROW_VECTORS = FAST / EPI_V, ROW_THREADS = COUNT / ROW_VECTORS * ROW_VECTORS;
+    if constexpr (PINGPONG && !kBox && EPI_CROSS == 1 && COUNT % ROW_VECTORS != 0 && ROW_THREADS > 0) {
+      if (tid >= ROW_THREADS) return;
+      const int w = tid % ROW_VECTORS * EPI_V;
+      const bool fast_ok = w < fast_in;
 #pragma unroll 4
-    for (int u = 0; u < PER_THREAD; ++u) {
-      if (VECTORS % COUNT != 0 && tid + u * COUNT >= VECTORS) break;
-      const int w = at.fast(), s = at.slow();
-      f(w, s, fast_coordinate(w) < fast_in && s < slow_in);
-      at.template advance<unsigned(COUNT * EPI_V)>();
+      for (int s = tid / ROW_VECTORS; s < SLOW; s += ROW_THREADS / ROW_VECTORS) f(w, s, fast_ok && s < slow_in);
+    } else {
+      WalkCursor at(unsigned(tid) * EPI_V);
+#pragma unroll 4
+      for (int u = 0; u < PER_THREAD; ++u) {
+        if (VECTORS % COUNT != 0 && tid + u * COUNT >= VECTORS) break;
+        const int w = at.fast(), s = at.slow();
+        f(w, s, fast_coordinate(w) < fast_in && s < slow_in);
+        at.template advance<unsigned(COUNT * EPI_V)>();
+      }
     }
   }
 
