@@ -184,9 +184,10 @@ def _staged_for_alignment(plan) -> tuple:
 
 
 def target_orders(plan) -> dict:
-    """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch); B K-major
-    where B is contiguous along K (not on the SIMT path, whose fragments read best along N), the plan is a
-    compute-bound one on the 16-bit tensor-core path or B is a small N-major operand
+    """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch), except K-major
+    where it is copied for a memory-bound K conflict on the 16-bit tensor-core path (:func:`_a_k_major`); B
+    K-major where B is contiguous along K (not on the SIMT path, whose fragments read best along N), the plan
+    is a compute-bound one on the 16-bit tensor-core path or B is a small N-major operand
     (:func:`_small_n_major_b`), else N-major (N modes in D's order); one K order for both — B's strides where
     B is contiguous along K (so B's copy keeps its runs), else A's, and A's where B is small and copied for
     A's rows (:func:`_small_b_across_a_rows`). Extent-1 modes go last. A K-major B lets the wide wgmma tile
@@ -197,6 +198,7 @@ def target_orders(plan) -> dict:
     simt = math_path(plan) == "simt"   # SIMT reads fragments along N best (_simt_dense)
     k_major_b = (b_along_k and not simt) or (math_path(plan) == "mma16" and not _memory_bound(plan)) \
         or _small_n_major_b(plan)
+    k_major_a = _a_k_major(plan)
     s = {t: _strides(plan, t) for t in "AB"}
     by_k = "B" if b_along_k and not _small_b_across_a_rows(plan) else "A"
     other = "A" if by_k == "B" else "B"
@@ -214,10 +216,19 @@ def target_orders(plan) -> dict:
         def by_d(m, fast=fast):   # the operand's stride-1 mode stays innermost: its copy moves whole runs
             return (m != fast, abs(d.get(m, 1 << 62)))
         first, k = group(t, free, by_d), group(t, "K", k_key)
-        mn_major = t == "A" or not k_major_b
+        mn_major = not k_major_a if t == "A" else not k_major_b
         order = (first + k if mn_major else k + first) + group(t, "L", by_d)
         orders[t] = tuple(order) + tuple(m for m in plan.modes[t] if m not in order)
     return orders
+
+
+def _a_k_major(plan) -> bool:
+    """Whether A's copy for a memory-bound K conflict (:func:`_staged_for_layout`) is K-major, in B's K order,
+    rather than M-major: on the 16-bit tensor-core path. Both operands are then K-major matrices whose rows
+    are single runs all along K. H100, f16 #14 ``ab-cad-dcb`` (copy and contraction, tile_sweep, two rounds
+    each): 64 x 160 s8 k13 94.4-94.8 us K-major against 98.7-99.2 for the M-major copy's best (64 x 160 s6
+    k13; s8 there 109.1-109.6)."""
+    return math_path(plan) == "mma16" and _k_conflict(plan) and _memory_bound(plan)
 
 
 def _memory_bound(plan) -> bool:

@@ -62,6 +62,27 @@ def test_small_operand_staged_k_major_in_f16(cid, staged, resident, split):
     assert rel_error(D, expect) < 2e-3
 
 
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_k_conflict_copy_k_major_in_f16(beta):
+    """#14 ``ab-cad-dcb`` in f16 (data and output): A (contiguous along c) is copied K-major in B's K order
+    (d, c, a), so both operands of the staged kernel are K-major with K one mode of 97344 (gett.staging
+    _a_k_major); the kernel is the database's split-K one. With beta 0.5 the plan reads C (D poisoned
+    with NaN, C random). Against torch.einsum in float64."""
+    c = next(x for x in load_suite() if x.id == 14)
+    rng = np.random.default_rng(14)
+    A, B = column_major(rng, c.shape("A"), "float16"), column_major(rng, c.shape("B"), "float16")
+    C = column_major(rng, c.shape("C"), "float16")
+    D = cp.asfortranarray(cp.full(c.shape("C"), cp.nan, dtype="float16"))
+    plan = gett.plan_contraction(A, c.modes("A"), B, c.modes("B"), C, c.modes("C"), D=D, beta=beta)
+    assert [("".join(st.order), st.tensor) for st in plan.staging] == [("dca", "A")]
+    assert plan.staged_plan.kernel().config.split_k > 1
+    gett.contract(plan, 1.0, A, B, beta, C, D)
+    expect = torch.einsum(c.einsum, torch.as_tensor(A, device="cuda").double(),
+                          torch.as_tensor(B, device="cuda").double())
+    expect += beta * torch.as_tensor(C, device="cuda").double()
+    assert rel_error(D, expect) < 2e-3
+
+
 def _plan(A, mA, B, mB, C, mC, **kw):
     return gett.plan_contraction(A, mA, B, mB, C, mC, **kw)
 

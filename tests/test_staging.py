@@ -43,9 +43,10 @@ def staged_orders(plan) -> dict:
     (18, "f32", {"B": "bd"}), (19, "f32", {"B": "bed"}),   # ... the small B alone (A's copy would cost more)
     (20, "f32", {"A": "abef", "B": "dcef"}),   # ... modes that do not merge from 512
     (13, "f32", {}),   # B contiguous along K, but 78 flops a byte of its copy
-    # memory-bound with A and B contiguous along different K modes (c, d): A alone, M-major, K in B's order
-    # (f32, SIMT: compute-bound, but from 64 flops a byte of A's copy the same copy: #14 does 75)
-    (14, "f16", {"A": "adc"}), (14, "f32", {"A": "adc"}),
+    # memory-bound with A and B contiguous along different K modes (c, d): A alone, K in B's order, K-major
+    # on the tensor-core path (f32, SIMT: compute-bound, but from 64 flops a byte of A's copy A alone too,
+    # M-major: #14 does 75)
+    (14, "f16", {"A": "dca"}), (14, "f32", {"A": "adc"}),
     # memory-bound with a small N-major B shared by 722 row tiles: B copied K-major (not on the SIMT path,
     # nor where B is K-major already)
     (17, "f16", {"B": "db"}), (17, "f32", {}), (18, "f16", {}), (15, "f16", {}),
@@ -79,14 +80,17 @@ def test_staged_tccg_plan_is_a_plain_gemm():
 
 def test_memory_bound_k_conflict_copies_a_into_b_k_order():
     """#14 ``ab-cad-dcb``: A is contiguous along c, B along d, so the kernel's K tile would be a box of 8 x 8
-    (16-byte runs of each). A alone is copied, M-major with K in B's order: K merges into one mode that is
-    contiguous in B, and A's tile rows are whole columns of 312 elements."""
+    (16-byte runs of each). A alone is copied, K-major in B's K order (d, c, a) on the tensor-core path: K
+    merges into one mode along which both operands are contiguous, each row one run of all 97344."""
     plan = tccg_plan(14)
     inner = plan.staged_plan
     assert [st.tensor for st in plan.staging] == ["A"] and plan.staging[0].op is None
-    assert inner.tables["K"].extents == (97344,) and inner.tables["K"].strides_of("B") == (1,)
-    assert inner.tables["M"].strides_of("A") == (1,) and run_bytes(inner, "A") == 312 * 2
+    assert staged_orders(plan) == {"A": "dca"}
+    assert inner.tables["K"].extents == (97344,)
+    assert inner.tables["K"].strides_of("A") == inner.tables["K"].strides_of("B") == (1,)
+    assert inner.tables["M"].strides_of("A") == (97344,) and run_bytes(inner, "A") == 97344 * 2
     assert run_bytes(plan, "A") == 312 * 2 and plan.tables["K"].strides_of("A")[0] == 1   # c: A's K run
+    assert staged_orders(tccg_plan(14, "bf16")) == {"A": "dca"}
 
 
 def test_small_n_major_b_is_copied_k_major_where_its_tile_stays():
@@ -377,7 +381,7 @@ def tccg_fused_staging(cid: int, dtype: str = "f16") -> dict:
     # (#13), small but shared by few tiles (#31, #40: K = 24)
     (9, "f16", {}), (1, "f16", {}), (13, "f16", {}), (31, "f16", {}),
     # staged for its layout (a K conflict), the copy takes the op; B keeps its op in the kernel
-    (14, "f16", {"A": ("adc", True)}),
+    (14, "f16", {"A": ("dca", True)}),
     # staged for its layout (small, across A's rows), the copy takes the op; A keeps its op in the kernel
     (19, "f16", {"B": ("deb", True)}),
     (40, "f16", {}),
