@@ -400,7 +400,8 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     if cfg.shares_registers and not (tma or cfg.pingpong):
         raise ValueError(f"{cfg.key()}: the math warpgroups take most of the producer's registers, so it "
                          f"must load by TMA (both operands plain 2-D matrices, or K two modes for a wide tile; one "
-                         f"batch), unless they take tiles in turn (pingpong), which leaves a cp.async producer 104")
+                         f"batch), unless they take tiles in turn (pingpong), which leaves a cp.async producer the "
+                         f"registers of its address arithmetic (Gett::PRODUCER_REGISTERS)")
     names = ("map_a", "map_b")[:len(views or ())] + (("map_d",) if d_view else ())
     maps = "".join(f",\n    const __grid_constant__ gett::TensorMap {n}" for n in names)
     map_args = [f"&{n}" if n in names else "nullptr" for n in ("map_a", "map_b", "map_d")]
