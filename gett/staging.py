@@ -224,11 +224,18 @@ def target_orders(plan) -> dict:
 
 def _a_k_major(plan) -> bool:
     """Whether A's copy for a memory-bound K conflict (:func:`_staged_for_layout`) is K-major, in B's K order,
-    rather than M-major: on the 16-bit tensor-core path. Both operands are then K-major matrices whose rows
-    are single runs all along K. H100, f16 #14 ``ab-cad-dcb`` (copy and contraction, tile_sweep, two rounds
-    each): 64 x 160 s8 k13 94.4-94.8 us K-major against 98.7-99.2 for the M-major copy's best (64 x 160 s6
-    k13; s8 there 109.1-109.6)."""
-    return math_path(plan) == "mma16" and _k_conflict(plan) and _memory_bound(plan)
+    rather than M-major: on the 16-bit tensor-core path, where the M-major copy's rows (all of M) would not be
+    whole 128-byte lines and the K-major one's (all of K) are. Both operands are then K-major matrices whose
+    rows are single runs all along K. H100, f16 ``ab-cad-dcb`` (a x b x c x d, K = c·d; copy and contraction,
+    two rounds each, ``benchmarks/results/k_major_conflict_copy_*_session59.txt``): TCCG #14 (312 x 296 x 312 x
+    312) 94.4-94.8 us K-major (64 x 160 s8 k13) against 98.7-99.2 for the M-major copy's best; M of 312 or 1000
+    with K in whole lines 3-8% faster (1000 x 64 x 128 x 128: 45.9-46.1 -> 42.4-42.5 us), 200 x 200 x 96 x 96
+    even; M in whole lines (128 to 8192) even to 8% slower K-major (4096 x 64 x 64 x 64: 38.4-38.8 -> 41.3-41.6),
+    22% slower with a short K (4096 x 64 x 8 x 8: 8.6 -> 10.9)."""
+    itemsize = plan.descriptors["A"].dtype.itemsize
+    whole_lines = lambda n: n * itemsize % 128 == 0
+    return (math_path(plan) == "mma16" and not whole_lines(plan.m) and whole_lines(plan.k) and _k_conflict(plan)
+            and _memory_bound(plan))
 
 
 def _memory_bound(plan) -> bool:

@@ -93,6 +93,20 @@ def test_memory_bound_k_conflict_copies_a_into_b_k_order():
     assert staged_orders(tccg_plan(14, "bf16")) == {"A": "dca"}
 
 
+@pytest.mark.parametrize("a,b,c,d,order", [
+    (312, 128, 128, 128, "dca"), (1000, 64, 128, 128, "dca"),   # M's rows not whole lines, K's are: K-major
+    (4096, 64, 64, 64, "adc"), (256, 256, 128, 128, "adc"),     # M's rows whole lines: M-major, with a long K
+    (4096, 64, 8, 8, "adc"),                                    # ... or a short one
+    (1000, 64, 12, 12, "adc"),                                  # neither whole lines (K = 144): M-major
+])
+def test_k_conflict_copy_order_follows_whole_lines(a, b, c, d, order):
+    """A memory-bound ``ab-cad-dcb`` (f16): A's copy is K-major where the M-major copy's rows (all of M) would not
+    be whole 128-byte lines and the K-major one's (all of K) are (staging._a_k_major), else M-major."""
+    plan = gett.plan_contraction(D((c, a, d), (1, c, c * a), "f16"), "cad", D((d, c, b), (1, d, d * c), "f16"), "dcb",
+                                 D((a, b), (1, a), "f16"), "ab", beta=0)
+    assert staged_orders(plan) == {"A": order}
+
+
 def test_small_n_major_b_is_copied_k_major_where_its_tile_stays():
     """#17 ``abc-adc-bd``: B (312 x 296, N-major) is copied K-major, and the staged plan keeps B's tile for
     all of K in shared memory with 5 stages of A (128 x 160: no whole 64-column atoms to round up to); not
