@@ -185,7 +185,8 @@ def _staged_for_alignment(plan) -> tuple:
 
 def target_orders(plan) -> dict:
     """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch), except K-major
-    where it is copied for a memory-bound K conflict on the 16-bit tensor-core path (:func:`_a_k_major`); B
+    where it is copied for a memory-bound K conflict on the 16-bit tensor-core path and its M-major rows would
+    not be whole 128-byte lines (:func:`_a_k_major`); B
     K-major where B is contiguous along K (not on the SIMT path, whose fragments read best along N), the plan
     is a compute-bound one on the 16-bit tensor-core path or B is a small N-major operand
     (:func:`_small_n_major_b`), else N-major (N modes in D's order); one K order for both — B's strides where
