@@ -480,8 +480,8 @@ def _block_sides(extent_q: int, extent_p: int, rests: int, itemsize: int, cap: i
     positions of its other modes, still has _MIN_BLOCKS blocks, so the destination is written in whole
     runs; else by _tile_side. H100 (f16): #14's copy of A as it was before session 59 (312 x 312 blocks of
     (c, a) into a-major, 312 of them) 55.6 us in 64 x 64 blocks, 53.4 in 312 x 64 (a whole), 60.9 in 64 x 312
-    (c whole: whole runs read, 128-byte pieces written); #14 113.2 -> 111.4 us. #17's B (one 312 x 296 block) in 5 blocks
-    instead of 25: #17 58.9 -> 63.5. ``cap``: sides of at most that many elements."""
+    (c whole: whole runs read, 128-byte pieces written); #14 113.2 -> 111.4 us. #17's B (one 312 x 296 block)
+    in 5 blocks instead of 25: #17 58.9 -> 63.5. ``cap``: sides of at most that many elements."""
     tp = _tile_side(extent_p, itemsize, cap)
     whole = extent_q * (tp + 1) * itemsize <= _BLOCK_BYTES and rests * -(-extent_p // tp) >= _MIN_BLOCKS
     return (extent_q if whole else _tile_side(extent_q, itemsize, cap)), tp
