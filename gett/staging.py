@@ -66,6 +66,7 @@ ALIGN_MIN_FLOPS = 1 << 24
 ALIGN_MIN_INTENSITY = 32
 COPY_KERNEL_NAME = "gett_stage_copy"
 _INT_MAX = 2**31 - 1
+_VECTOR_BYTES, _LINE_BYTES = 16, 128   # a vector access; an L2 line
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def run_multiple(extent: int, itemsize: int, lines: bool) -> int:
     alignment) whole 128-byte lines where that adds at most an eighth to the run. H100 f16, 4097^3 with rows
     padded to 16 bytes 315 us, to 128 233 (4096^3 190; session 50, .exp/session50/big.py). Not the copies for
     layout: #14's A in 320-element runs (whole lines) measured 122.0 us against 121.4 in 312 (session 12)."""
-    vector, line = max(16 // itemsize, 1), max(128 // itemsize, 1)
+    vector, line = max(_VECTOR_BYTES // itemsize, 1), max(_LINE_BYTES // itemsize, 1)
     return line if lines and -(-extent // line) * line - extent <= extent // 8 else vector
 
 
@@ -186,13 +187,12 @@ def _staged_for_alignment(plan) -> tuple:
 def target_orders(plan) -> dict:
     """The staged mode order of A and B: A M-major (M modes in D's order, then K, then batch), except K-major
     where it is copied for a memory-bound K conflict on the 16-bit tensor-core path and its M-major rows would
-    not be whole 128-byte lines (:func:`_a_k_major`); B
-    K-major where B is contiguous along K (not on the SIMT path, whose fragments read best along N), the plan
-    is a compute-bound one on the 16-bit tensor-core path or B is a small N-major operand
-    (:func:`_small_n_major_b`), else N-major (N modes in D's order); one K order for both — B's strides where
-    B is contiguous along K (so B's copy keeps its runs), else A's, and A's where B is small and copied for
-    A's rows (:func:`_small_b_across_a_rows`). Extent-1 modes go last. A K-major B lets the wide wgmma tile
-    take 240 columns (an N-major tile takes whole 64-column swizzle atoms, config._wide_tile)."""
+    not be whole 128-byte lines (:func:`_a_k_major`); B K-major where B is contiguous along K (not on the SIMT
+    path, whose fragments read best along N), the plan is a compute-bound one on the 16-bit tensor-core path
+    or B is a small N-major operand (:func:`_small_n_major_b`), else N-major (N modes in D's order); one K order
+    for both — B's strides where B is contiguous along K (so B's copy keeps its runs), else A's, and A's where B
+    is small and copied for A's rows (:func:`_small_b_across_a_rows`). Extent-1 modes go last. A K-major B lets
+    the wide wgmma tile take 240 columns (an N-major tile takes whole 64-column swizzle atoms, config._wide_tile)."""
     d = _strides(plan, "D")
     group_of, fast_b = plan.analysis.group_of, _fast_mode(plan, "B")
     b_along_k = fast_b is not None and group_of[fast_b] == "K"
@@ -234,7 +234,7 @@ def _a_k_major(plan) -> bool:
     even; M in whole lines (128 to 8192) even to 8% slower K-major (4096 x 64 x 64 x 64: 38.4-38.8 -> 41.3-41.6),
     22% slower with a short K (4096 x 64 x 8 x 8: 8.6 -> 10.9)."""
     itemsize = plan.descriptors["A"].dtype.itemsize
-    whole_lines = lambda n: n * itemsize % 128 == 0
+    whole_lines = lambda n: n * itemsize % _LINE_BYTES == 0
     return (math_path(plan) == "mma16" and not whole_lines(plan.m) and whole_lines(plan.k) and _k_conflict(plan)
             and _memory_bound(plan))
 
