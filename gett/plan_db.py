@@ -23,6 +23,11 @@ Near-identical shapes: with no entry under a plan's key, :func:`lookup` reuses t
 "-") whose GEMM M, N, K and batch are each within a factor of 2 of the plan's; of several, the one
 closest in the sum of |log(ratio)|, then the smallest key.
 
+bf16 plans: with no entry of its own (nor of its family), a plan with bfloat16 tensors takes the entry of its
+*twin*, the same plan with float16 in their place (``twin=True`` in the keys): the two types are moved and
+multiplied alike (two bytes an element, one tensor-core rate), so a configuration tuned for one suits the
+other, and the shipped database, tuned in f16, serves bf16 too.
+
 Files are replaced atomically, under an ``fcntl.flock`` lock file for read-modify-write (without fcntl,
 concurrent writers may lose each other's entries). A file or entry that can't be read or doesn't check out
 (bad json, wrong schema, an invalid :class:`KernelConfig`) is ignored with a warning, never an error.
@@ -106,16 +111,21 @@ def _stride_class(s: int):
     return s if s in (0, 1, -1) else ("+" if s > 0 else "-")
 
 
-def _signature(plan, arch, exact: bool, unary_ops: bool = True) -> dict:
+_TWIN_DTYPES = {"bf16": "f16"}   # a bf16 plan's twin: see the module docstring
+
+
+def _signature(plan, arch, exact: bool, unary_ops: bool = True, twin: bool = False) -> dict:
     """The json-able description a key hashes; without ``exact``, extents and stride magnitudes are left out;
-    without ``unary_ops``, the plan's elementwise ops on A, B, C and the output are (the semiring stays)."""
+    without ``unary_ops``, the plan's elementwise ops on A, B, C and the output are (the semiring stays);
+    with ``twin``, bfloat16 tensors read as float16."""
     d = plan.descriptors
     tables = {}
     for g in GROUPS:
         t = plan.tables[g]
         strides = {x: [s if exact else _stride_class(s) for s in t.strides_of(x)] for x in _TENSORS}
         tables[g] = {"extents": list(t.extents) if exact else len(t.extents), "strides": strides}
-    return {"format": FORMAT, "arch": _arch(arch), "dtypes": [d[x].dtype.name for x in _TENSORS],
+    names = [d[x].dtype.name for x in _TENSORS]
+    return {"format": FORMAT, "arch": _arch(arch), "dtypes": [_TWIN_DTYPES.get(n, n) for n in names] if twin else names,
             "compute": plan.compute_type.name,
             "ops": list(plan.ops.key if unary_ops else plan.ops.semiring_key),
             "alignment": [d[x].alignment for x in _TENSORS], "tables": tables}
@@ -125,14 +135,19 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def plan_key(plan, arch, unary_ops: bool = True) -> str:
-    """The exact key of ``plan`` on ``arch``: stable across processes, machines and Python versions."""
-    return _digest(_signature(plan, arch, exact=True, unary_ops=unary_ops))
+def plan_key(plan, arch, unary_ops: bool = True, twin: bool = False) -> str:
+    """The exact key of ``plan`` on ``arch`` (``twin``: of its f16 twin): stable across processes, machines
+    and Python versions."""
+    return _digest(_signature(plan, arch, exact=True, unary_ops=unary_ops, twin=twin))
 
 
-def family_key(plan, arch, unary_ops: bool = True) -> str:
+def family_key(plan, arch, unary_ops: bool = True, twin: bool = False) -> str:
     """The key of ``plan``'s family: plans that differ only in extents (and stride magnitudes)."""
-    return _digest(_signature(plan, arch, exact=False, unary_ops=unary_ops))
+    return _digest(_signature(plan, arch, exact=False, unary_ops=unary_ops, twin=twin))
+
+
+def _has_twin(plan) -> bool:
+    return any(plan.descriptors[x].dtype.name in _TWIN_DTYPES for x in _TENSORS)
 
 
 def _gemm(plan) -> tuple:
@@ -246,7 +261,8 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
     entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
     elementwise ops the same two look-ups for the plan without them (an op changes the work per element
     loaded, not which tile suits the shape; but where A or B has an op, the borrowed tile is adapted to
-    it: see config.for_load_ops); None without one. A plan that reads C passes over some entries tuned
+    it: see config.for_load_ops); None without one. Failing all of these, a plan with bf16 tensors makes the
+    same look-ups for its f16 twin (module docstring). A plan that reads C passes over some entries tuned
     without reading C (_unfit_for_reading_c)."""
     arch = _arch(arch)
     entries, families = _database(arch)
@@ -258,17 +274,22 @@ def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
         return None if hit is None else hit.config
     gemm = _gemm(plan)
 
-    def nearest(unary_ops: bool):
-        near = [(_distance(e.gemm, gemm), key, e) for key, e in families.get(family_key(plan, arch, unary_ops), ())
-                if _within_2x(e.gemm, gemm) and usable(e)]
+    def nearest(unary_ops: bool, twin: bool):
+        family = families.get(family_key(plan, arch, unary_ops, twin), ())
+        near = [(_distance(e.gemm, gemm), key, e) for key, e in family if _within_2x(e.gemm, gemm) and usable(e)]
         return min(near, key=lambda x: x[:2])[2].config if near else None
-    config = nearest(unary_ops=True)
-    if config is None and plan.ops.has_unary_ops:
-        hit = usable(entries.get(plan_key(plan, arch, unary_ops=False)))
-        config = hit.config if hit is not None else nearest(unary_ops=False)
-        if config is not None and loads_have_ops(plan):
-            config = for_load_ops(plan, config)
-    return config
+
+    def borrowed(twin: bool):
+        hit = usable(entries.get(plan_key(plan, arch, twin=twin))) if twin else None
+        config = hit.config if hit is not None else nearest(unary_ops=True, twin=twin)
+        if config is None and plan.ops.has_unary_ops:
+            hit = usable(entries.get(plan_key(plan, arch, unary_ops=False, twin=twin)))
+            config = hit.config if hit is not None else nearest(unary_ops=False, twin=twin)
+            if config is not None and loads_have_ops(plan):
+                config = for_load_ops(plan, config)
+        return config
+    config = borrowed(twin=False)
+    return config if config is not None or not _has_twin(plan) else borrowed(twin=True)
 
 
 def _unfit_for_reading_c(plan, entry: Entry) -> bool:

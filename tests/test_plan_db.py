@@ -1,6 +1,6 @@
 """CPU tests of the plan database (gett.plan_db) and the CPU side of the tuner: round trip, user over shipped,
 corrupt files ignored with a warning, concurrent writers, atomic writes, the near-identical-shape rule,
-key stability across processes, build_kernel's use of a hit, and behaviour without a GPU."""
+bf16 plans borrowing their f16 twin's entry, key stability across processes, build_kernel's use of a hit, and behaviour without a GPU."""
 import json
 import math
 import multiprocessing
@@ -279,6 +279,28 @@ def test_plan_with_ops_falls_back_to_the_entry_without_them():
     plan_db.record(plain, ARCH, KernelConfig("wgmma", 64, 160, 64, 3, split_k=6, ws=True), 1.0)
     square = KernelConfig("wgmma", 128, 128, 64, 3)
     assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == replace(square, split_k=split_k_for(plain, square))
+
+
+def test_bf16_plan_borrows_its_f16_twins_entry():
+    """A bf16 plan with no entry of its own (nor of its family) takes its f16 twin's, exact or near; an entry
+    of its own or of its bf16 family wins; an exact look-up borrows nothing; an f16 plan never takes a bf16
+    plan's entry, and an f32 plan no 16-bit one."""
+    plan_db.record(plan_of(256, 256, 256), ARCH, ODD, 1.0)
+    bf16 = plan_of(256, 256, 256, "bf16", "bf16")
+    assert plan_db.plan_key(bf16, ARCH) != plan_db.plan_key(plan_of(256, 256, 256), ARCH)
+    assert plan_db.plan_key(bf16, ARCH, twin=True) == plan_db.plan_key(plan_of(256, 256, 256), ARCH)
+    assert plan_db.lookup(bf16, ARCH) == ODD
+    assert plan_db.lookup(plan_of(300, 200, 400, "bf16", "bf16"), ARCH) == ODD   # the twin's family
+    assert plan_db.lookup(plan_of(256, 256, 256, "bf16", "f32"), ARCH) is None     # no twin tuned
+    assert plan_db.lookup(bf16, ARCH, exact=True) is None
+    assert plan_db.lookup(plan_of(256, 256, 256, "f32", "f32"), ARCH) is None
+    near = KernelConfig("mma16", 128, 64, 32, 3, wm=32, wn=32)
+    plan_db.record(plan_of(300, 256, 256, "bf16", "bf16"), ARCH, near, 1.0)
+    assert plan_db.lookup(bf16, ARCH) == near          # its own family before the twin
+    own = KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=32)
+    plan_db.record(bf16, ARCH, own, 1.0)
+    assert plan_db.lookup(bf16, ARCH) == own
+    assert plan_db.lookup(plan_of(256, 256, 256), ARCH) == ODD   # the f16 plan keeps its own
 
 
 @pytest.mark.parametrize("k, adapted", [
