@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import gett
+from gett import plan_db
 from tccg_suite.suite import load_suite
 
 pytestmark = pytest.mark.gpu
@@ -81,6 +82,35 @@ def test_k_conflict_copy_k_major_in_f16(beta):
                           torch.as_tensor(B, device="cuda").double())
     expect += beta * torch.as_tensor(C, device="cuda").double()
     assert rel_error(D, expect) < 2e-3
+
+
+def column_major_torch(gen, shape, dtype):
+    """Uniform(-1, 1) values in a column-major torch tensor of ``dtype`` (CuPy has no bfloat16)."""
+    t = torch.rand(tuple(reversed(shape)), device="cuda", generator=gen, dtype=torch.float64) * 2 - 1
+    return t.permute(*reversed(range(len(shape)))).to(dtype)
+
+
+@pytest.mark.parametrize("cid,beta", [(13, 0.0), (14, 0.5), (10, 0.0), (19, 0.5)])
+def test_bf16_plans_take_their_f16_twins_entries(cid, beta):
+    """bf16 TCCG plans (data and output) run the shipped database's f16 entries (gett.plan_db's twin): #13's
+    split-K TMA tile, #14's staged K-major split-K one, #10's swapped producer tile, #19's unsplit 64-row tile
+    (beta 0.5: read C). The same configuration as the f16 plan's; a NaN-poisoned D against torch.einsum in
+    float64."""
+    c = next(x for x in load_suite() if x.id == cid)
+    gen = torch.Generator(device="cuda").manual_seed(cid)
+    A, B, C = (column_major_torch(gen, c.shape(t), torch.bfloat16) for t in "ABC")
+    D = C.clone().fill_(float("nan"))   # C's strides
+
+    def f16(x):
+        return gett.TensorDescriptor(tuple(x.shape), tuple(x.stride()), "f16")
+    plan = gett.plan_contraction(A, c.modes("A"), B, c.modes("B"), C, c.modes("C"), D=D, beta=beta)
+    twin = gett.plan_contraction(f16(A), c.modes("A"), f16(B), c.modes("B"), f16(C), c.modes("C"), beta=beta)
+    kernel, twin_kernel = ((p.staged_plan or p).kernel() for p in (plan, twin))
+    assert kernel.config == twin_kernel.config
+    assert plan_db.lookup(twin.staged_plan or twin, "sm_90", exact=True) == twin_kernel.config
+    gett.contract(plan, 1.0, A, B, beta, C, D)
+    expect = torch.einsum(c.einsum, A.double(), B.double()) + beta * C.double()
+    assert rel_error(D, expect) < 1e-2
 
 
 def _plan(A, mA, B, mB, C, mC, **kw):
