@@ -125,7 +125,8 @@ def _signature(plan, arch, exact: bool, unary_ops: bool = True, twin: bool = Fal
         strides = {x: [s if exact else _stride_class(s) for s in t.strides_of(x)] for x in _TENSORS}
         tables[g] = {"extents": list(t.extents) if exact else len(t.extents), "strides": strides}
     names = [d[x].dtype.name for x in _TENSORS]
-    return {"format": FORMAT, "arch": _arch(arch), "dtypes": [_TWIN_DTYPES.get(n, n) for n in names] if twin else names,
+    dtypes = [_TWIN_DTYPES.get(n, n) for n in names] if twin else names
+    return {"format": FORMAT, "arch": _arch(arch), "dtypes": dtypes,
             "compute": plan.compute_type.name,
             "ops": list(plan.ops.key if unary_ops else plan.ops.semiring_key),
             "alignment": [d[x].alignment for x in _TENSORS], "tables": tables}
