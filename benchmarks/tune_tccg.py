@@ -1,10 +1,10 @@
 """Tune the 48 TCCG contractions on this GPU and write the plan database gett ships (plans/<arch>.json).
 
     PYTHONPATH=. python benchmarks/tune_tccg.py --budget 6 --out plans/sm_90.json [--only 1-8,12] [--margin 0.03]
-        [--dtype f16|f32] [--candidates wgmma:128x160x64:s4:k22:ws,...]
+        [--dtype f16|bf16|f32] [--candidates wgmma:128x160x64:s4:k22:ws,...]
 
 For each contraction (``--dtype`` data as the TCCG runner plans it: f16 with f32 accumulation by
-default, or exact f32; beta = 0) this times the
+default, bf16 likewise, or exact f32; beta = 0) this times the
 heuristic's kernel, runs the tuner (:func:`gett.tuner.tune`, ``--budget`` seconds), plans again so the
 database entry is used, and times that kernel: both with CUDA events, median of ``--runs`` after
 warm-up, each result checked against a float64 reference. It prints both times and the configurations,
@@ -62,8 +62,9 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--margin", type=float, default=0.03,
                     help="ship a tuned entry only if it beats the heuristic by more than this fraction")
-    ap.add_argument("--dtype", default="f16", choices=("f16", "f32"),
-                    help="data type as the TCCG runner's --dtype (f16: f32 accumulation; f32: exact)")
+    ap.add_argument("--dtype", default="f16", choices=("f16", "bf16", "f32"),
+                    help="data type as the TCCG runner's --dtype (f16, bf16: f32 accumulation; f32: exact); "
+                         "bf16 plans without entries of their own take f16's (gett.plan_db)")
     ap.add_argument("--out", help="where to write the shipped plan database (e.g. plans/sm_90.json)")
     ap.add_argument("--candidates", default="",
                     help="configurations the tuner times first, before its own (tile_sweep.py's syntax, "
