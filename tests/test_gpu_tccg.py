@@ -96,6 +96,8 @@ def test_bf16_plans_take_their_f16_twins_entries(cid, beta):
     split-K TMA tile, #14's staged K-major split-K one, #10's swapped producer tile, #19's unsplit 64-row tile
     (beta 0.5: read C). The same configuration as the f16 plan's; a NaN-poisoned D against torch.einsum in
     float64."""
+    if gett.kernel.current_arch() != "sm_90":
+        pytest.skip("the shipped database is sm_90's")
     c = next(x for x in load_suite() if x.id == cid)
     gen = torch.Generator(device="cuda").manual_seed(cid)
     A, B, C = (column_major_torch(gen, c.shape(t), torch.bfloat16) for t in "ABC")

@@ -302,6 +302,8 @@ def test_bf16_plan_borrows_its_f16_twins_entry():
     plan_db.record(bf16, ARCH, own, 1.0)
     assert plan_db.lookup(bf16, ARCH) == own
     assert plan_db.lookup(plan_of(256, 256, 256), ARCH) == ODD   # the f16 plan keeps its own
+    plan_db.record(plan_of(2048, 2048, 2048, "bf16", "bf16"), ARCH, own, 1.0)
+    assert plan_db.lookup(plan_of(2048, 2048, 2048), ARCH) is None   # and takes no bf16 entry
 
 
 @pytest.mark.parametrize("k, adapted", [
