@@ -5,6 +5,7 @@ import pytest
 
 import gett
 from gett import plan_db
+from gett.kernel import current_arch
 from tccg_suite.suite import load_suite
 
 pytestmark = pytest.mark.gpu
@@ -96,7 +97,7 @@ def test_bf16_plans_take_their_f16_twins_entries(cid, beta):
     split-K TMA tile, #14's staged K-major split-K one, #10's swapped producer tile, #19's unsplit 64-row tile
     (beta 0.5: read C). The same configuration as the f16 plan's; a NaN-poisoned D against torch.einsum in
     float64."""
-    if gett.kernel.current_arch() != "sm_90":
+    if current_arch() != "sm_90":
         pytest.skip("the shipped database is sm_90's")
     c = next(x for x in load_suite() if x.id == cid)
     gen = torch.Generator(device="cuda").manual_seed(cid)
