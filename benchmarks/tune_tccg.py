@@ -15,8 +15,10 @@ empty (an existing file is moved aside to ``<file>.bak`` and put back at the end
 steer no later run on the machine), and every heuristic time is taken before any
 tuning, so no tuned entry of a near-identical shape (found by family) stands in for the heuristic.
 ``--out`` receives the tuned entries whose configuration differs from the heuristic's and beats it by
-more than ``--margin``: what the shipped database is for. An existing file is updated: the entries of
-the contractions tuned in this run are replaced (or dropped), the others (another ``--dtype``) kept.
+more than ``--margin``: what the shipped database is for; and the entry of any other tuned contraction to
+which the database would otherwise lend a near-identical shape's configuration (:func:`lent_entries`).
+An existing file is updated: the entries of the contractions tuned in this run are replaced (or dropped),
+the others (another ``--dtype``) kept.
 Without a GPU it says so and exits 0.
 """
 from __future__ import annotations
@@ -118,7 +120,7 @@ def _tune(args, arch, user) -> int:
         buf = make_buffers(c, precision.dtype, seed=1)
         ref = reference(c, buf, 1.0, 0.0)
         cases.append((c, buf, ref, *plan_and_time(c, buf, ref, args.runs, precision)))
-    ratios, keep, tried = [], set(), set()
+    ratios, keep, tried, settled = [], set(), set(), []
     print(f"{'#':>3} {'contraction':18s} {'heuristic µs':>12} {'tuned µs':>9} {'ratio':>6}  heuristic → tuned")
     for c, buf, ref, plan, heuristic_ms in cases:
         heuristic_cfg = plan.kernel().config.key()
@@ -129,8 +131,11 @@ def _tune(args, arch, user) -> int:
         tuned_cfg = plan.kernel().config.key()
         ratio = tuned_ms / heuristic_ms   # heuristic speed as a fraction of the tuned speed
         ratios.append(ratio)
+        key = plan_db.plan_key(plan.staged_plan or plan, arch)   # the tuner's entry: the kernel's plan's
         if tuned_cfg != heuristic_cfg and tuned_ms < (1 - args.margin) * heuristic_ms:
-            keep.add(plan_db.plan_key(plan.staged_plan or plan, arch))   # the tuner's entry: the kernel's plan
+            keep.add(key)
+        else:
+            settled.append((key, plan.staged_plan or plan, plan.kernel().config))
         print(f"{c.id:3d} {c.notation:18s} {heuristic_ms * 1e3:12.1f} {tuned_ms * 1e3:9.1f} {ratio:6.2f}  "
               f"{heuristic_cfg} → {tuned_cfg}", flush=True)
     geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
@@ -138,14 +143,41 @@ def _tune(args, arch, user) -> int:
           f"(goal ≥ {GOAL:.2f}: {'met' if geomean >= GOAL else 'MISSED'})")
     if args.out:
         out = Path(args.out)
-        data = merge_database(json.loads(out.read_text()) if out.exists() else None,
-                              json.loads(user.read_text()), tried, keep)
+        shipped, tuned = json.loads(out.read_text()) if out.exists() else None, json.loads(user.read_text())
+        data = merge_database(shipped, tuned, tried, keep)
+        lent = set()
+        while more := lent_entries(data, settled, arch) - lent:   # an entry shipped for one can lend to another
+            lent |= more
+            data = merge_database(shipped, tuned, tried, keep | lent)
         with open(out, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
             f.write("\n")
         print(f"plan database: {args.out} ({len(keep)} entries of this run beating the heuristic by more than "
-              f"{args.margin:.0%}, {len(data['entries'])} in all)")
+              f"{args.margin:.0%}, {len(lent)} keeping a plan from a near-identical shape's entry, "
+              f"{len(data['entries'])} in all)")
     return 0
+
+
+def lent_entries(data: dict, settled: list, arch) -> set:
+    """Keys of the ``settled`` plans ((key, plan, the configuration tuning settled on) whose tuning did not beat
+    the heuristic by the margin) to which the database ``data`` would lend another configuration: a
+    near-identical shape's entry (gett.plan_db.lookup's family rule). Shipping their own entry keeps them on
+    what was measured for them (TCCG #11 took #10's entry and ran 1-3% slower than on its heuristic's tile,
+    H100, sessions 55-60)."""
+    import tempfile
+
+    from gett import plan_db
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "shipped.json"
+        path.write_text(json.dumps(data))
+        layers = plan_db.shipped_path, plan_db.user_path
+        plan_db.shipped_path, plan_db.user_path = (lambda a: path), (lambda a: Path(tmp) / "user.json")
+        plan_db.clear_memory_cache()
+        try:
+            return {key for key, plan, config in settled if plan_db.lookup(plan, arch) not in (None, config)}
+        finally:
+            plan_db.shipped_path, plan_db.user_path = layers
+            plan_db.clear_memory_cache()
 
 
 def merge_database(shipped: dict | None, tuned: dict, tried: set, keep: set) -> dict:

@@ -1,6 +1,8 @@
 """benchmarks/tune_tccg.py's --out: a run updates the shipped database for the contractions it tuned and
-keeps every other entry (an f32 run must not drop the f16 entries)."""
+keeps every other entry (an f32 run must not drop the f16 entries), and ships the entry of a tuned plan that
+a near-identical shape's entry would otherwise serve."""
 import importlib.util
+import json
 from pathlib import Path
 
 _spec = importlib.util.spec_from_file_location(
@@ -24,3 +26,27 @@ def test_a_run_replaces_only_the_entries_of_what_it_tuned():
 def test_a_first_run_writes_its_winners_only():
     tuned = {"version": 1, "entries": {"x": 1, "y": 2}}
     assert tune_tccg.merge_database(None, tuned, tried={"x", "y"}, keep={"y"})["entries"] == {"y": 2}
+
+
+def test_a_plan_settled_on_its_own_tile_keeps_it_where_a_near_shape_would_lend_another(tmp_path, monkeypatch):
+    """TCCG #11 took #10's entry through the near-identical-shape rule, though tuning #11 kept its heuristic's
+    tile: lent_entries names such plans (their own entries then ship); not a plan the database leaves to the
+    heuristic, nor one the database gives its own configuration."""
+    import gett
+    from gett import plan_db
+    from gett.config import KernelConfig
+    monkeypatch.setenv("GETT_CACHE_DIR", str(tmp_path / "cache"))
+    plan_db.clear_memory_cache()
+
+    def plan(m):
+        d = gett.TensorDescriptor
+        return gett.plan_contraction(d((m, 256), None, "f16"), "mk", d((256, 256), None, "f16"), "kn",
+                                     d((m, 256), None, "f16"), "mn", device_arch="sm_90")
+    near, far, lender = plan(300), plan(4096), plan(256)
+    odd, own = KernelConfig("mma16", 64, 64, 32, 2, wm=32, wn=32, group_m=4), KernelConfig("wgmma", 128, 128, 64, 4)
+    plan_db.record(lender, "sm_90", odd, 1.0)
+    data = json.loads(plan_db.user_path("sm_90").read_text())   # the lender's entry, as a shipped file holds it
+    settled = [("near", near, own), ("far", far, own), ("lender", lender, odd)]
+    assert tune_tccg.lent_entries(data, settled, "sm_90") == {"near"}
+    assert plan_db.lookup(near, "sm_90") == odd   # the user layer is back in place afterwards
+    plan_db.clear_memory_cache()
