@@ -18,7 +18,10 @@ tuning, so no tuned entry of a near-identical shape (found by family) stands in 
 more than ``--margin``: what the shipped database is for; and the entry of any other tuned contraction to
 which the database would otherwise lend a near-identical shape's configuration (:func:`lent_entries`).
 An existing file is updated: the entries of the contractions tuned in this run are replaced (or dropped),
-the others (another ``--dtype``) kept.
+the others (another ``--dtype``) kept. The tuner times one call at a time on cold caches; the runner's calls
+back to back can rank tiles otherwise (H100, session 60: #10's shipped 72 x 256 persistent tile runs 50.5 us
+there against the heuristic's 54.5, while the tuner has them even and drops the entry), so compare a new
+database with the runner's figures before shipping it.
 Without a GPU it says so and exits 0.
 """
 from __future__ import annotations
