@@ -127,18 +127,19 @@ def _tune(args, arch, user) -> int:
     print(f"{'#':>3} {'contraction':18s} {'heuristic µs':>12} {'tuned µs':>9} {'ratio':>6}  heuristic → tuned")
     for c, buf, ref, plan, heuristic_ms in cases:
         heuristic_cfg = plan.kernel().config.key()
+        key = plan_db.plan_key(plan.staged_plan or plan, arch)   # the tuner's entry: the kernel's plan's
         # entries of the plan itself (an earlier, unstaged layout's) and of the kernel's plan (staged) go
-        tried.update({plan_db.plan_key(plan, arch), plan_db.plan_key(plan.staged_plan or plan, arch)})
+        tried.update({plan_db.plan_key(plan, arch), key})
         tuner.tune(plan, args.budget, candidates=extra + tuner.candidate_configs(plan.staged_plan or plan, arch)[1:])
         plan, tuned_ms = plan_and_time(c, buf, ref, args.runs, precision)
-        tuned_cfg = plan.kernel().config.key()
+        tuned = plan.kernel().config
+        tuned_cfg = tuned.key()
         ratio = tuned_ms / heuristic_ms   # heuristic speed as a fraction of the tuned speed
         ratios.append(ratio)
-        key = plan_db.plan_key(plan.staged_plan or plan, arch)   # the tuner's entry: the kernel's plan's
         if tuned_cfg != heuristic_cfg and tuned_ms < (1 - args.margin) * heuristic_ms:
             keep.add(key)
         else:
-            settled.append((key, plan.staged_plan or plan, plan.kernel().config))
+            settled.append((key, plan.staged_plan or plan, tuned))
         print(f"{c.id:3d} {c.notation:18s} {heuristic_ms * 1e3:12.1f} {tuned_ms * 1e3:9.1f} {ratio:6.2f}  "
               f"{heuristic_cfg} → {tuned_cfg}", flush=True)
     geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
