@@ -168,20 +168,8 @@ def lent_entries(data: dict, settled: list, arch) -> set:
     near-identical shape's entry (gett.plan_db.lookup's family rule). Shipping their own entry keeps them on
     what was measured for them (TCCG #11 took #10's entry and ran 1-3% slower than on its heuristic's tile,
     H100, sessions 55-60)."""
-    import tempfile
-
     from gett import plan_db
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "shipped.json"
-        path.write_text(json.dumps(data))
-        layers = plan_db.shipped_path, plan_db.user_path
-        plan_db.shipped_path, plan_db.user_path = (lambda a: path), (lambda a: Path(tmp) / "user.json")
-        plan_db.clear_memory_cache()
-        try:
-            return {key for key, plan, config in settled if plan_db.lookup(plan, arch) not in (None, config)}
-        finally:
-            plan_db.shipped_path, plan_db.user_path = layers
-            plan_db.clear_memory_cache()
+    return {key for key, plan, config in settled if plan_db.lookup(plan, arch, data=data) not in (None, config)}
 
 
 def merge_database(shipped: dict | None, tuned: dict, tried: set, keep: set) -> dict:

@@ -195,16 +195,21 @@ def _read(path: Path) -> dict:
     except (OSError, ValueError) as e:
         warnings.warn(f"gett: ignoring the plan database {path}: {e}", stacklevel=4)
         return {}
+    return _entries(data, path)
+
+
+def _entries(data, source) -> dict:
+    """``{key: Entry}`` of a database's json object ``data`` (read from ``source``, named in warnings)."""
     if not isinstance(data, dict) or data.get("version") != FORMAT or not isinstance(data.get("entries"), dict):
-        warnings.warn(f"gett: ignoring the plan database {path}: not a version-{FORMAT} "
-                      f'{{"version": ..., "entries": {{...}}}} object', stacklevel=4)
+        warnings.warn(f"gett: ignoring the plan database {source}: not a version-{FORMAT} "
+                      f'{{"version": ..., "entries": {{...}}}} object', stacklevel=5)
         return {}
     entries = {}
     for key, raw in data["entries"].items():
         try:
             entries[key] = Entry.from_json(raw)
         except (TypeError, ValueError) as e:
-            warnings.warn(f"gett: ignoring entry {key[:16]} of the plan database {path}: {e}", stacklevel=4)
+            warnings.warn(f"gett: ignoring entry {key[:16]} of the plan database {source}: {e}", stacklevel=5)
     return entries
 
 
@@ -232,12 +237,17 @@ def _database(arch: str) -> tuple:
         memo = _merged.get(arch)
     if memo is not None and memo[0] == version:
         return memo[1], memo[2]
-    entries = {**shipped, **user}
+    entries, families = _indexed({**shipped, **user})
+    with _memo_lock:
+        _merged[arch] = (version, entries, families)
+    return entries, families
+
+
+def _indexed(entries: dict) -> tuple:
+    """(entries, entries by family: [(key, Entry)] in key order)."""
     families: dict = {}
     for key, entry in sorted(entries.items()):
         families.setdefault(entry.family, []).append((key, entry))
-    with _memo_lock:
-        _merged[arch] = (version, entries, families)
     return entries, families
 
 
@@ -257,16 +267,17 @@ def _distance(a: tuple, b: tuple) -> float:
     return sum(abs(math.log(x / y)) for x, y in zip(a, b))
 
 
-def lookup(plan, arch, exact: bool = False) -> KernelConfig | None:
+def lookup(plan, arch, exact: bool = False, data: dict | None = None) -> KernelConfig | None:
     """The tuned configuration of ``plan`` on ``arch``: its own entry, else (unless ``exact``) the nearest
     entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
     elementwise ops the same two look-ups for the plan without them (an op changes the work per element
     loaded, not which tile suits the shape; but where A or B has an op, the borrowed tile is adapted to
     it: see config.for_load_ops); None without one. Failing all of these, a plan with bf16 tensors makes the
     same look-ups for its f16 twin (module docstring). A plan that reads C passes over some entries tuned
-    without reading C (_unfit_for_reading_c)."""
+    without reading C (_unfit_for_reading_c). ``data``: a database's json object (a file's format) to look
+    in instead of the files (benchmarks/tune_tccg.py asks what a database it is about to ship would lend)."""
     arch = _arch(arch)
-    entries, families = _database(arch)
+    entries, families = _database(arch) if data is None else _indexed(_entries(data, "given to lookup"))
 
     def usable(e: Entry | None) -> Entry | None:
         return None if e is None or _unfit_for_reading_c(plan, e) else e

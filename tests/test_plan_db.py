@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -103,6 +103,22 @@ def test_user_entry_overrides_shipped():
     assert plan_db.lookup(plan, ARCH) == shipped_cfg
     plan_db.record(plan, ARCH, ODD, 1.0)
     assert plan_db.lookup(plan, ARCH) == ODD
+
+
+def test_lookup_in_a_given_database_leaves_the_files_alone():
+    """``lookup(data=...)`` answers from that json object alone (the files' entries are not in it), by the
+    same rules (a near-identical shape borrows), and a bad object is ignored with a warning."""
+    plan, near = plan_of(256, 192, 128), plan_of(300, 192, 128)
+    plan_db.record(plan, ARCH, ODD, 1.0)
+    other = KernelConfig("mma16", 128, 64, 32, 3, wm=64, wn=32)
+    data = json.loads(user_file().read_text())
+    data["entries"][plan_db.plan_key(plan, ARCH)]["config"] = asdict(other)
+    assert plan_db.lookup(plan, ARCH, data=data) == other
+    assert plan_db.lookup(near, ARCH, data=data) == other and plan_db.lookup(near, ARCH, data=data, exact=True) is None
+    assert plan_db.lookup(plan, ARCH) == ODD                                  # the files' answer is unchanged
+    assert plan_db.lookup(plan, ARCH, data={"version": 1, "entries": {}}) is None
+    with pytest.warns(UserWarning, match="ignoring the plan database given to lookup"):
+        assert plan_db.lookup(plan, ARCH, data={"entries": []}) is None
 
 
 @pytest.mark.parametrize("text", [
