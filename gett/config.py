@@ -608,9 +608,11 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       the unsplit 128 x 256 of #12/#20 s4 600.9/576.7 against s3 611.4/591.3, so those keep theirs), and
       the split for the CTAs an SM then holds, the entry's having been for the producer tile's (#13's
       k22 becomes k44: fusion.py fused #13 0.1239 -> 0.0979 ms, session 25); a
-      split-K producer tile of 64 rows, whose one math warpgroup would apply the op alone, becomes
-      128 x 128 with 3 stages, split by split_k_for (#14, 2026-11-23: 64 x 160 s3 k26 158.0 us, 128 x 160
-      s3 k26 157.8, 128 x 128 s3 k26 150.0, 128 x 128 s3 k29 144.0);
+      producer tile of 64 rows, split or not, whose one math warpgroup would apply the op alone, becomes
+      128 rows of the same width with 3 stages, split by split_k_for (tile_sweep --leaky, session 61: #19's
+      unsplit 64 x 80 s8 entry 68.3 us as such, 128 x 80 s3 k6 36.2, k3 35.0; #14's 64 x 160 s8 k13 entry,
+      on its K-major copy, 128 x 160 s3 k44 114.4-114.7, k22 121.5-123.2, against 131.0-131.6 as 128 x 128
+      s3 k29, which the rule took from 2026-11-23's M-major copy: 128 x 128 s3 k26 150.0, 128 x 160 157.8);
     - mma.sync tiles 64 deep become 32 deep where that pads K less, and 256 rows become 128, a kernel
       that needs no cap on its registers for two CTAs per SM (codegen.ctas_per_sm), which the op pass
       took into spills; where K then fits the stages, one more stage, which costs no shared memory
@@ -625,9 +627,9 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
         cfg = replace(cfg, bn=_fewest_columns(plan, _producer_widths(k_major_b=True)))
     if cfg.ws and cfg.split_k > 1 and cfg.bn == 256:
         return replace(cfg, ws=False, bn=128, stages=max(cfg.stages, 4))
-    if cfg.ws and cfg.split_k > 1 and cfg.bm == 64:
-        square = replace(cfg, ws=False, bm=128, bn=128, stages=3, split_k=1)
-        return replace(square, split_k=split_k_for(plan, square))
+    if cfg.ws and cfg.bm == 64:
+        tall = replace(cfg, ws=False, bm=128, stages=3, split_k=1)
+        return replace(tall, split_k=split_k_for(plan, tall))
     if cfg.ws and cfg.split_k > 1:   # the split of the CTAs an SM then holds (split_k_for)
         plain = replace(cfg, ws=False, stages=3, split_k=1)
         return replace(plain, split_k=split_k_for(plan, plain))

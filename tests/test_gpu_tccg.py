@@ -85,6 +85,30 @@ def test_k_conflict_copy_k_major_in_f16(beta):
     assert rel_error(D, expect) < 2e-3
 
 
+@pytest.mark.parametrize("cid,tile", [(19, (128, 80)), (14, (128, 160))])
+def test_fused_plans_adapt_64_row_producer_entries(cid, tile):
+    """#19 and #14 in f16 with leaky ReLU on A, B and C (fusion.py's work; beta 0.5): their database entries
+    are 64-row producer tiles, which a plan with an op on a load takes as 128-row tiles without a producer,
+    split K (config.for_load_ops). A NaN-poisoned D against torch in float64, the ops applied there."""
+    if current_arch() != "sm_90":
+        pytest.skip("the shipped database is sm_90's")
+    c = next(x for x in load_suite() if x.id == cid)
+    rng = np.random.default_rng(cid)
+    A, B, C = (column_major(rng, c.shape(t), "float16") for t in "ABC")
+    D = cp.asfortranarray(cp.full(c.shape("C"), cp.nan, dtype="float16"))
+    leaky = gett.ops.leaky_relu(0.01)
+    plan = gett.plan_contraction(A, c.modes("A"), B, c.modes("B"), C, c.modes("C"), D=D, beta=0.5,
+                                 op_a=leaky, op_b=leaky, op_c=leaky)
+    config = plan.staged_plan.kernel().config
+    assert ((config.bm, config.bn), config.ws, config.split_k > 1) == (tile, False, True)
+    gett.contract(plan, 1.0, A, B, 0.5, C, D)
+
+    def f64_leaky(x):
+        return torch.nn.functional.leaky_relu(torch.as_tensor(x, device="cuda").double(), 0.01)
+    expect = torch.einsum(c.einsum, f64_leaky(A), f64_leaky(B)) + 0.5 * f64_leaky(C)
+    assert rel_error(D, expect) < 2e-3
+
+
 def column_major_torch(gen, shape, dtype):
     """Uniform(-1, 1) values in a column-major torch tensor of ``dtype`` (CuPy has no bfloat16)."""
     t = torch.rand(tuple(reversed(shape)), device="cuda", generator=gen, dtype=torch.float64) * 2 - 1

@@ -624,6 +624,20 @@ def test_ops_on_a_turn_a_wide_tile_into_the_producer_width():
     cfg.validate()
 
 
+@pytest.mark.parametrize("entry,tile", [(KernelConfig("wgmma", 64, 80, 64, 8, ws=True), (128, 80)),
+                                        (KernelConfig("wgmma", 64, 160, 64, 8, split_k=13, ws=True), (128, 160))])
+def test_ops_on_a_turn_a_64_row_producer_tile_into_128_rows(entry, tile):
+    """A database entry of 64 rows with a producer, K unsplit (TCCG #19's) or split (#14's), borrowed by a
+    plan with an op on A: its one math warpgroup would apply the op alone, so 128 rows of its width, 3
+    stages, split by split_k_for. H100, fused #19 (session 61): 64 x 80 s8 68.3 us, 128 x 80 s3 k6 36.2."""
+    from gett.config import for_load_ops, split_k_for
+    plan = gemm(5184, 72, 5184, a_modes="km", b_modes="nk", d_dtype="f16", op_a=gett.ops.relu)
+    cfg = for_load_ops(plan, entry)
+    assert (cfg.bm, cfg.bn, cfg.ws, cfg.stages) == (*tile, False, 3)
+    assert cfg.split_k == split_k_for(plan, replace(cfg, split_k=1)) > 1
+    cfg.validate()
+
+
 def test_a_tuned_entry_this_plan_cannot_take_falls_back_to_the_heuristic(monkeypatch):
     """A near-identical shape's entry whose tile this plan's layouts refuse (128 x 296 with an N-major
     B): a warning, then the heuristic's kernel, not an error."""
