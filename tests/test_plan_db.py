@@ -292,10 +292,12 @@ def test_plan_with_ops_falls_back_to_the_entry_without_them():
     plan_db.record(plain, ARCH, KernelConfig("wgmma", 128, 80, 64, 6, split_k=6, ws=True), 1.0)
     three = KernelConfig("wgmma", 128, 80, 64, 3)
     assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == replace(three, split_k=split_k_for(plain, three))
-    # ... except one of 64 rows (one math warpgroup): 128 x 128, 3 stages, split as the heuristic splits it
-    plan_db.record(plain, ARCH, KernelConfig("wgmma", 64, 160, 64, 3, split_k=6, ws=True), 1.0)
-    square = KernelConfig("wgmma", 128, 128, 64, 3)
-    assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == replace(square, split_k=split_k_for(plain, square))
+    # ... and one of 64 rows (one math warpgroup), split or not: 128 rows of its width, 3 stages, split as
+    # the heuristic splits it
+    for split in (6, 1):
+        plan_db.record(plain, ARCH, KernelConfig("wgmma", 64, 160, 64, 8, split_k=split, ws=True), 1.0)
+        tall = KernelConfig("wgmma", 128, 160, 64, 3)
+        assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == replace(tall, split_k=split_k_for(plain, tall))
 
 
 def test_bf16_plan_borrows_its_f16_twins_entry():
