@@ -195,21 +195,23 @@ def _read(path: Path) -> dict:
     except (OSError, ValueError) as e:
         warnings.warn(f"gett: ignoring the plan database {path}: {e}", stacklevel=4)
         return {}
-    return _entries(data, path)
+    return _entries(data, path, stacklevel=5)
 
 
-def _entries(data, source) -> dict:
-    """``{key: Entry}`` of a database's json object ``data`` (read from ``source``, named in warnings)."""
+def _entries(data, source, stacklevel: int) -> dict:
+    """``{key: Entry}`` of a database's json object ``data`` (read from ``source``, named in warnings, which
+    point ``stacklevel`` frames up: at :func:`lookup`, as those of a file's read do)."""
     if not isinstance(data, dict) or data.get("version") != FORMAT or not isinstance(data.get("entries"), dict):
         warnings.warn(f"gett: ignoring the plan database {source}: not a version-{FORMAT} "
-                      f'{{"version": ..., "entries": {{...}}}} object', stacklevel=5)
+                      f'{{"version": ..., "entries": {{...}}}} object', stacklevel=stacklevel)
         return {}
     entries = {}
     for key, raw in data["entries"].items():
         try:
             entries[key] = Entry.from_json(raw)
         except (TypeError, ValueError) as e:
-            warnings.warn(f"gett: ignoring entry {key[:16]} of the plan database {source}: {e}", stacklevel=5)
+            warnings.warn(f"gett: ignoring entry {key[:16]} of the plan database {source}: {e}",
+                          stacklevel=stacklevel)
     return entries
 
 
@@ -277,7 +279,7 @@ def lookup(plan, arch, exact: bool = False, data: dict | None = None) -> KernelC
     without reading C (_unfit_for_reading_c). ``data``: a database's json object (a file's format) to look
     in instead of the files (benchmarks/tune_tccg.py asks what a database it is about to ship would lend)."""
     arch = _arch(arch)
-    entries, families = _database(arch) if data is None else _indexed(_entries(data, "given to lookup"))
+    entries, families = _database(arch) if data is None else _indexed(_entries(data, "given to lookup", 2))
 
     def usable(e: Entry | None) -> Entry | None:
         return None if e is None or _unfit_for_reading_c(plan, e) else e
