@@ -627,11 +627,8 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
         cfg = replace(cfg, bn=_fewest_columns(plan, _producer_widths(k_major_b=True)))
     if cfg.ws and cfg.split_k > 1 and cfg.bn == 256:
         return replace(cfg, ws=False, bn=128, stages=max(cfg.stages, 4))
-    if cfg.ws and cfg.bm == 64:
-        tall = replace(cfg, ws=False, bm=128, stages=3, split_k=1)
-        return replace(tall, split_k=split_k_for(plan, tall))
-    if cfg.ws and cfg.split_k > 1:   # the split of the CTAs an SM then holds (split_k_for)
-        plain = replace(cfg, ws=False, stages=3, split_k=1)
+    if cfg.ws and (cfg.split_k > 1 or cfg.bm == 64):   # the split of the CTAs an SM then holds (split_k_for)
+        plain = replace(cfg, ws=False, bm=128 if cfg.bm == 64 else cfg.bm, stages=3, split_k=1)
         return replace(plain, split_k=split_k_for(plan, plain))
     if cfg.three_math_warpgroups:   # they need a TMA producer's registers: the op'd operands' tile
         return replace(cfg, ws=False, bm=128, bn=256)
