@@ -595,7 +595,14 @@ def _tma_loads(plan, cfg: KernelConfig) -> bool:
 def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
     """``cfg``, tuned for ``plan`` without ops, adapted to ``plan``'s op on A or B, which the kernel
     applies to every element of every tile it loads, K padding included:
-    - no producer warpgroup (ws), which would apply the op alone (measured slower, see _wgmma_tile);
+    - a producer tile of 128 rows or more that the TMA still loads (ops with op(0) = 0, gett.tma.tma_operand)
+      stays, its math threads applying the ops to each landed stage, K split by split_k_for (one CTA an SM:
+      more math threads for the op). H100, leaky ReLU on A, B and C, beta 1 (tile_sweep --leaky, session
+      62): #13 ``ab-acd-dbc``'s 128 x 296 s4 k22 entry 119.6 us, k33 86.2, k44 72.3/71.9 (s5 72.4/71.7, s3
+      75.6/74.2) against 92.4-93.2 as 128 x 160 s3 k44 without a producer; #12 unstaged 192 x 216 s4 713 us
+      against 980 as 128 x 256 s4. Not 64 rows, whose one math warpgroup applies the ops alone: #14's
+      64 x 160 s8 k13 entry 149.6 us so, against 113.2 as below;
+    - else no producer warpgroup (ws), which would apply the op alone (measured slower, see _wgmma_tile);
       a wide tile (WGMMA_WIDE_N, loaded by TMA) first narrows to the width _producer_tile would take;
       a 192-row tile, whose three math warpgroups take the TMA producer's registers, becomes _wgmma_tile's
       128 x 256 for operands with ops;
@@ -622,6 +629,9 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
       positions transformed 64 deep, 96 at 32) 256 x 32 x 64 s3 64.4 us, 256 x 32 x 32 s3 59.7,
       128 x 32 x 32 s3 62.5, s4 57.8. Warps of 64 x 64 over all of K in one tile become 64 x 32 (#31-48
       with leaky ReLU on A, B and C, session 39: 96-99 us against 81)."""
+    if cfg.ws and cfg.bm >= 128 and not cfg.resident and _tma_loads(plan, cfg):
+        # the TMA still loads (ops that keep 0); more CTAs, more math threads to apply the ops
+        return replace(cfg, split_k=split_k_for(plan, replace(cfg, split_k=1))) if cfg.split_k > 1 else cfg
     cfg = replace(cfg, persistent=cfg.persistent and not cfg.ws)   # the ws branches below drop the producer
     if cfg.bn in WGMMA_WIDE_N:   # a wide tile loads by TMA (its B K-major): _producer_tile's width instead
         cfg = replace(cfg, bn=_fewest_columns(plan, _producer_widths(k_major_b=True)))
@@ -675,10 +685,16 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
     32 x 48 (H100, tile_sweep, session 22; 48 on #3/#4, K = 72: even). Where A is K-major (no TMA box,
     whose K tile must lie inside K), a K of at most 96 is one K tile too, rounded up to 16s (the rows' zero-
     filled tail): #5 ``abcd-ebad-ce`` (K = 72) 256 x 32 x 64 (its database entry) 39.8 -> 37.4 us as 256 x 32
-    x 80 (x 96: 38.1; H100, tile_sweep, session 29)."""
+    x 80 (x 96: 38.1; H100, tile_sweep, session 29). With an op on A or B and K past 128 (the 576-row tiles'
+    limit), 128 x 32 x 64 (256 rows 64 deep spill in the op pass; see for_load_ops): leaky ReLU on A, B
+    and C, beta 1 (H100, tile_sweep --leaky, session 62), #2 ``abc-dca-bd`` (K = 312) 47.7/47.6 us as
+    256 x 32 x 32 s3 -> 41.8/41.5 (128 x 32 x 32 48.8, 128 x 32 x 64 s4 44.8), #1 53.8 -> 52.3; not #3/#4
+    (K = 72): 57.8 us as 576 x 32 x 32, 105.5 as 128 x 32 x 64."""
     if cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536:
         k_major = not _layouts(plan, cfg)[0].row_contig
         one_tile = cfg.bk < plan.k <= (96 if k_major else 64) and (k_major or plan.k % 16 == 0)
+        if loads_have_ops(plan) and plan.k > 128:   # (576-row tiles take K up to 128: _tall_tile)
+            return replace(cfg, bm=128, wm=32, bk=64)
         bk = round_up(plan.k, 16) if one_tile else cfg.bk
         return _tall_tile(plan, replace(cfg, bm=256, wm=32, bk=bk))
     for group, tile, extent in (("M", cfg.bm, plan.m), ("N", cfg.bn, plan.n)):

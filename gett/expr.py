@@ -558,6 +558,12 @@ class Expr:
         return np.broadcast_to(result, np.broadcast_shapes(*(a.shape for a in arrays))).copy()
 
 
+def keeps_zero(expr: Expr, dtype) -> bool:
+    """Whether the unary ``expr`` maps 0 to 0 in ``dtype`` (-0 counts): then it may run over tiles whose
+    out-of-range elements were filled with zeros (kernels: TMA tiles) without masking them."""
+    return bool(expr.evaluate(np.zeros(1, dtype))[0] == 0)
+
+
 def is_identity(expr) -> bool:
     """True if ``expr`` (an Expr or anything translate accepts with arity 1) is ``lambda x: x``."""
     expr = expr if isinstance(expr, Expr) else translate(expr, 1)

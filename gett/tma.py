@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from .config import WGMMA_WIDE_N, KernelConfig
+from .expr import keeps_zero
 
 TMA_DTYPES = {"f16": 6, "bf16": 9}   # CUtensorMapDataType of the 16-bit types wgmma reads
 TMA_DATA_TYPES = {**TMA_DTYPES, "f32": 7}   # ... and of every type a tensor map holds (D's stores: f32 too)
@@ -135,7 +136,10 @@ def tma_operand(plan, cfg: KernelConfig, tensor: str, layout, run: int = 0) -> T
     rows_group, rows = ("M", cfg.bm) if tensor == "A" else ("N", cfg.bn)
     desc = plan.descriptors[tensor]
     op = plan.ops.op_a if tensor == "A" else plan.ops.op_b
-    if desc.dtype.name not in TMA_DTYPES or op is not None or layout.step != 1 or not layout.is_async:
+    if desc.dtype.name not in TMA_DTYPES or layout.step != 1 or not layout.is_async:
+        return None
+    # the math threads apply an op to the landed tile, the TMA's zero fill included (kernels/gett.cuh)
+    if op is not None and not keeps_zero(op, plan.compute_type.accumulator.numpy):
         return None
     k_table = plan.tables["K"]
     row_mode = merged_mode(plan.tables[rows_group], tensor)

@@ -118,9 +118,10 @@ struct Gett {
   // Split-K partials run along D's stride-1 mode where that is M's first mode (a plain walk of M), so
   // reduce_splits reads and writes D in whole sectors.
   static constexpr bool PARTIALS_M_FAST = D_M_FAST && EPI_TX == 1;
-  static_assert(!TMA || (WS && LoadA::kSwizzle128 && LoadB::kSwizzle128 && !LoadA::kHasOp && !LoadB::kHasOp &&
-                         !LoadA::kTransposes && !LoadB::kTransposes),
-                "TMA loads plain swizzled tiles in the producer warpgroup (no ops, no transpositions)");
+  static_assert(!TMA || (WS && LoadA::kSwizzle128 && LoadB::kSwizzle128 && !LoadA::kTransposes && !LoadB::kTransposes),
+                "TMA loads plain swizzled tiles in the producer warpgroup (no transpositions)");
+  // TMA tiles with an op: the math threads apply it to each landed stage (a resident tile has none).
+  static constexpr bool kOpsOnLanded = TMA && (LoadA::kHasOp || LoadB::kHasOp);
   static_assert(!LoadA::kTma || (!WS && !TMA && !LoadB::kTma), "a TMA box tile is A's, in a kernel without a producer");
   static_assert(!PERSIST || WS || ((LoadA::kTma || (LoadA::kAsync && !LoadA::kTransposes && !LoadA::kHasOp)) &&
                                    LoadB::kAsync && !LoadB::kTransposes && !Math::kAsyncMath && SPLIT == 1 && P::L == 1 &&
@@ -646,6 +647,13 @@ struct Gett {
     for (int kt = 0; kt < k_tiles; ++kt) {
       const int t = t0 + kt;
       mbarrier_wait(&full[t % STAGES], (t / STAGES) & 1);
+      if constexpr (kOpsOnLanded) {   // the op by the math threads: one producer thread loads by TMA
+        const int ttid = PINGPONG ? int(threadIdx.x) % 128 : int(threadIdx.x);
+        LoadA::template transform_landed<TILE_THREADS>(tile_a(t, kt), ttid);
+        LoadB::template transform_landed<TILE_THREADS>(tile_b(t, kt), ttid);
+        fence_proxy_async();   // this thread's writes, seen by wgmma's async proxy
+        sync_tile_threads();
+      }
       const long long k_left = P::K - (long long)(k_first + kt) * BK;
       const int k_valid = k_left < BK ? int(k_left) : BK;
       if constexpr (Math::kAsyncMath) {

@@ -190,6 +190,27 @@ struct TileLoader {
     }
   }
 
+  // A stage the TMA filled whole (zeros out of range): the op on each element, in 16-byte chunks shared
+  // by THREADS_ threads (this one `tid`), four loads in flight. The host lets the TMA load an operand
+  // with an op only where op(0) == 0 (gett.tma.tma_operand), so the zero fill stays zero.
+  template <int THREADS_>
+  __device__ __forceinline__ static void transform_landed(T* stage, int tid) {
+    if constexpr (kHasOp) {
+      using Chunk = Vec<T, CHUNK_ELEMS>;
+      constexpr int CHUNKS = STAGE_ELEMS / CHUNK_ELEMS, BATCH = 4;
+      Chunk* chunks = reinterpret_cast<Chunk*>(stage);
+      for (int i = tid; i < CHUNKS; i += BATCH * THREADS_) {
+        Chunk v[BATCH];
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b)
+          if (i + b * THREADS_ < CHUNKS) v[b] = chunks[i + b * THREADS_];
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b)
+          if (i + b * THREADS_ < CHUNKS) chunks[i + b * THREADS_] = apply_op<Acc, Op>(v[b], true);
+      }
+    }
+  }
+
   // Register-staged loaders write their tile now (after the math, so the loads had time to land):
   // the op is applied once per element, and out-of-range elements become 0.
   __device__ __forceinline__ void store(T* stage) {

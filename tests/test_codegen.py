@@ -564,6 +564,22 @@ def test_heuristic_uses_wgmma_only_on_hopper_for_large_gemms():
     assert default_config(gett.plan_contraction(a, "mk", b, "kn", c, "mn"), "sm_90").math == "mma16"
 
 
+def test_heuristic_tiles_for_skinny_tccg_shapes_with_ops_on_their_loads():
+    """N = 24 with a long M and leaky ReLU on A and B (fusion.py's work): 128 x 32 x 64 where K is past
+    the 576-row tiles' 128 (#1, #2: K = 312; 256 rows 64 deep spill in the op pass), the 576-row tiles
+    below it (#3, #4: K = 72; H100, tile_sweep --leaky, session 62: 57.8 against 105.5 us). The kernel
+    NVRTC builds for #2 does not spill."""
+    leaky = gett.ops.leaky_relu(0.01)
+
+    def config(i):
+        return default_config(tccg_plan(i, op_a=leaky, op_b=leaky, beta=1.0), "sm_90")
+    for i in (1, 2):
+        assert config(i) == KernelConfig("mma16", 128, 32, 64, 3, wm=32, wn=32), i
+    assert (config(3).bm, config(4).bm) == (576, 576)
+    kernel = tccg_plan(2, op_a=leaky, op_b=leaky, beta=1.0, device_arch="sm_90").kernel("sm_90")
+    assert kernel.config == config(2) and kernel.report.spill_stores == 0
+
+
 def test_heuristic_tiles_for_memory_bound_tccg_shapes():
     """Measured choices (benchmarks/tile_sweep.py): for N = 24 with a long M, 576 rows where that M is
     boxed and 256 rows would leave 8 x 8 boxes of 72-element modes (#3, #4: 24 x 24), else one CTA an SM

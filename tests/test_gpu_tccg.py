@@ -85,11 +85,13 @@ def test_k_conflict_copy_k_major_in_f16(beta):
     assert rel_error(D, expect) < 2e-3
 
 
-@pytest.mark.parametrize("cid,tile", [(19, (128, 80)), (14, (128, 160))])
-def test_fused_plans_adapt_64_row_producer_entries(cid, tile):
-    """#19 and #14 in f16 with leaky ReLU on A, B and C (fusion.py's work; beta 0.5): their database entries
-    are 64-row producer tiles, which a plan with an op on a load takes as 128-row tiles without a producer,
-    split K (config.for_load_ops). A NaN-poisoned D against torch in float64, the ops applied there."""
+@pytest.mark.parametrize("cid,tile,tma", [(19, (128, 80), False), (14, (128, 160), False), (13, (128, 296), True)])
+def test_fused_plans_of_producer_entries(cid, tile, tma):
+    """#19, #14 and #13 in f16 with leaky ReLU on A, B and C (fusion.py's work; beta 0.5), whose database
+    entries are producer tiles (config.for_load_ops): #19's 64 x 80 and #14's 64 x 160 (on its staged copy
+    of A) run as 128 rows without a producer, split K; #13's 128 x 296 (K of two modes, each run's last tile
+    zero-filled) keeps its TMA producer, the math threads applying the op to each landed stage. A
+    NaN-poisoned D against torch in float64, the ops applied there."""
     if current_arch() != "sm_90":
         pytest.skip("the shipped database is sm_90's")
     c = next(x for x in load_suite() if x.id == cid)
@@ -99,8 +101,9 @@ def test_fused_plans_adapt_64_row_producer_entries(cid, tile):
     leaky = gett.ops.leaky_relu(0.01)
     plan = gett.plan_contraction(A, c.modes("A"), B, c.modes("B"), C, c.modes("C"), D=D, beta=0.5,
                                  op_a=leaky, op_b=leaky, op_c=leaky)
-    config = plan.staged_plan.kernel().config
-    assert ((config.bm, config.bn), config.ws, config.split_k > 1) == (tile, False, True)
+    kernel = (plan.staged_plan or plan).kernel()
+    config = kernel.config
+    assert ((config.bm, config.bn), config.ws, config.split_k > 1, bool(kernel.tma)) == (tile, tma, True, tma)
     gett.contract(plan, 1.0, A, B, 0.5, C, D)
 
     def f64_leaky(x):

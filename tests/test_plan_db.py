@@ -280,24 +280,27 @@ def test_plan_with_ops_falls_back_to_the_entry_without_them():
     near = gett.plan_contraction(d((380, 256), None, "f16"), "mk", d((256, 256), None, "f16"), "kn",
                                  d((380, 256), None, "f16"), "mn", op_b=gett.ops.relu)
     assert plan_db.lookup(near, ARCH) == ODD
-    ws = KernelConfig("wgmma", 128, 256, 64, 4, ws=True)   # a producer warpgroup would apply op_a alone
+    ws = KernelConfig("wgmma", 128, 256, 64, 4, ws=True)   # an op that does not keep 0 (no TMA): the producer would apply it alone
     plan_db.record(plain, ARCH, ws, 1.0)
-    assert plan_db.lookup(plan(op_a=gett.ops.relu), ARCH) == KernelConfig("wgmma", 128, 256, 64, 4)
+    assert plan_db.lookup(plan(op_a=gett.ops.sigmoid), ARCH) == KernelConfig("wgmma", 128, 256, 64, 4)
     assert plan_db.lookup(plan(op_c=gett.ops.relu), ARCH) == ws
     # a split-K 128 x 256 producer tile becomes 128 x 128 with 4 stages (an op'd operand in registers)
     plan_db.record(plain, ARCH, KernelConfig("wgmma", 128, 256, 64, 3, split_k=4, ws=True), 1.0)
-    assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == KernelConfig("wgmma", 128, 128, 64, 4, split_k=4)
+    assert plan_db.lookup(plan(op_b=gett.ops.sigmoid), ARCH) == KernelConfig("wgmma", 128, 128, 64, 4, split_k=4)
     # any other split-K producer tile takes 3 stages and the split of its CTAs (#13, #19); an unsplit one
     # keeps its depth (above)
     plan_db.record(plain, ARCH, KernelConfig("wgmma", 128, 80, 64, 6, split_k=6, ws=True), 1.0)
     three = KernelConfig("wgmma", 128, 80, 64, 3)
-    assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == replace(three, split_k=split_k_for(plain, three))
+    assert plan_db.lookup(plan(op_b=gett.ops.sigmoid), ARCH) == replace(three, split_k=split_k_for(plain, three))
     # ... and one of 64 rows (one math warpgroup), split or not: 128 rows of its width, 3 stages, split as
     # the heuristic splits it
     for split in (6, 1):
         plan_db.record(plain, ARCH, KernelConfig("wgmma", 64, 160, 64, 8, split_k=split, ws=True), 1.0)
         tall = KernelConfig("wgmma", 128, 160, 64, 3)
-        assert plan_db.lookup(plan(op_b=gett.ops.relu), ARCH) == replace(tall, split_k=split_k_for(plain, tall))
+        assert plan_db.lookup(plan(op_b=gett.ops.sigmoid), ARCH) == replace(tall, split_k=split_k_for(plain, tall))
+    # an op that keeps 0 (ReLU) on a producer entry the TMA loads: the entry stands, the math threads apply it
+    plan_db.record(plain, ARCH, ws, 1.0)
+    assert plan_db.lookup(plan(op_a=gett.ops.relu), ARCH) == ws
 
 
 def test_bf16_plan_borrows_its_f16_twins_entry():

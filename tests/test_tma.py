@@ -55,13 +55,24 @@ def test_modes_that_continue_each_other_merge_into_one_dimension():
 @pytest.mark.parametrize("case,why", [
     ({"cfg": KernelConfig("wgmma", 128, 256, 64, 4)}, "no producer warpgroup"),
     ({"cfg": KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=64)}, "not wgmma"),
-    ({"op_a": lambda x: 2 * x}, "an op on A: the producer would have to transform it"),
+    ({"op_a": lambda x: 2 * x + 1}, "an op on A that does not keep 0: the TMA's zero fill would not stay 0"),
     ({"batch": 3}, "a batch: one 2-D map per operand"),
 ])
 def test_operands_the_tma_cannot_load(case, why):
     case = dict(case)
     cfg = case.pop("cfg", WIDE)
     assert views(gemm(1024, 1024, 1024, config=cfg, **case), cfg) is None, why
+
+
+def test_ops_that_keep_zero_ride_the_tma_and_the_kernel_compiles():
+    """Ops with op(0) == 0 (ELU, leaky ReLU, 2x, -x): the TMA loads A and B as without them, and the math
+    threads apply the ops to each landed stage (kernels/gett.cuh, kOpsOnLanded); zero fill stays zero."""
+    for op in (gett.ops.elu(1.0), gett.ops.leaky_relu(0.01), lambda x: 2 * x, lambda x: -x):
+        plan = gemm(1024, 1024, 1000, b_modes="nk", config=WIDE, device_arch="sm_90", op_a=op, op_b=op)
+        a, b = views(plan)
+        assert (a.k_major, b.k_major) == (True, True)
+    kernel = plan.kernel("sm_90")
+    assert kernel.tma is not None and kernel.report.spill_stores == 0
 
 
 def test_strides_must_be_whole_16_byte_steps():
@@ -204,9 +215,10 @@ def test_three_math_warpgroups_need_a_producer_loading_by_tma():
 
 def test_ops_on_a_or_b_turn_a_192_row_tile_into_128_x_256():
     """A database tile of 192 rows (three math warpgroups, a TMA producer) borrowed by a plan with an op
-    on A: no producer applies ops, so the heuristic's 128 x 256 for such plans."""
+    on A that does not keep 0 (so A cannot load by TMA): no producer applies ops, so the heuristic's 128 x
+    256 for such plans."""
     from gett.config import for_load_ops
-    plan = gemm(5136, 5120, 5136, b_modes="nk", op_a=gett.ops.relu)
+    plan = gemm(5136, 5120, 5136, b_modes="nk", op_a=gett.ops.sigmoid)
     assert for_load_ops(plan, KernelConfig("wgmma", 192, 216, 64, 4, group_m=16, ws=True)) == \
         KernelConfig("wgmma", 128, 256, 64, 4, group_m=16)
 
@@ -424,8 +436,9 @@ def test_tiles_of_a_few_hundred_columns_take_a_persistent_producer_with_the_fewe
 def test_a_persistent_producer_keeps_its_epilogue_apart_and_compiles_without_spills():
     """The stages (5 of 128 x 64; B's 160 x 64 for each of K's 5 tiles, resident), then the epilogue tile
     (128 rows of 160 + 8 16-bit elements) and offsets, then two barriers a stage; the producer loads by TMA,
-    the math warpgroups take the tiles in turn; NVRTC compiles it without spills. With an op on A the producer
-    copies by cp.async (and applies the op once a stage lands)."""
+    the math warpgroups take the tiles in turn; NVRTC compiles it without spills. With an op on A that keeps 0
+    the producer still loads by TMA (the math warpgroups apply it); with one that does not, it copies by
+    cp.async (and applies the op once a stage lands)."""
     plan = gemm(92352, 296, 312, b_modes="nk", d_dtype="f16")
     cfg = default_config(plan, "sm_90")
     src, smem, threads, tma = render_kernel(tile_plan(plan, cfg), cfg, arch="sm_90")
@@ -434,8 +447,11 @@ def test_a_persistent_producer_keeps_its_epilogue_apart_and_compiles_without_spi
     assert smem == 5 * 128 * 64 * 2 + 5 * 160 * 64 * 2 + 128 * 168 * 2 + 2 * (128 + 160) * 4 + 2 * 5 * 8
     kernel = plan.kernel("sm_90")
     assert kernel.config == cfg and kernel.shared_bytes == smem and kernel.report.spill_stores == 0
-    with_op = gemm(92352, 296, 312, b_modes="nk", d_dtype="f16", op_a=gett.ops.relu)
-    assert render_kernel(tile_plan(with_op, cfg), cfg, arch="sm_90")[3] is None   # cp.async, the op on landing
+    for op, tma in ((gett.ops.relu, True), (gett.ops.sigmoid, False)):
+        with_op = gemm(92352, 296, 312, b_modes="nk", d_dtype="f16", op_a=op, config=cfg, device_arch="sm_90")
+        assert (render_kernel(tile_plan(with_op, cfg), cfg, arch="sm_90")[3] is not None) == tma
+    relu = gemm(92352, 296, 312, b_modes="nk", d_dtype="f16", op_a=gett.ops.relu, config=cfg, device_arch="sm_90")
+    assert relu.kernel("sm_90").report.spill_stores == 0
 
 
 def test_the_tuner_offers_a_persistent_producer_wherever_k_is_not_split():
@@ -618,10 +634,21 @@ def test_ops_on_a_turn_a_wide_tile_into_the_producer_width():
     """A database entry of 128 x 296 (loaded by TMA) borrowed by a plan with an op on A: 128 x 160, as
     _producer_tile would take for N = 296, then the usual split-K adaptation (no producer, 3 stages)."""
     from gett.config import for_load_ops
-    plan = gemm(312, 296, 92352, b_modes="nk", op_a=gett.ops.relu)
+    plan = gemm(312, 296, 92352, b_modes="nk", op_a=gett.ops.sigmoid)
     cfg = for_load_ops(plan, WIDE_296)
     assert (cfg.bm, cfg.bn, cfg.ws, cfg.stages) == (128, 160, False, 3)
     cfg.validate()
+
+
+def test_ops_that_keep_zero_keep_a_tma_producer_entry():
+    """The same entry borrowed by a plan whose ops keep 0 (ReLU): the TMA still loads both operands, so
+    the producer tile stands, its math threads applying the ops, K split over every SM (H100, leaky ReLU
+    on A, B and C, #13: 72 us as 128 x 296 s4 k44, 119.6 at the entry's k22, 93 as 128 x 160 s3 k44
+    without a producer; see config.for_load_ops)."""
+    from gett.config import for_load_ops, split_k_for
+    plan = gemm(312, 296, 92352, b_modes="nk", op_a=gett.ops.relu, op_b=gett.ops.relu)
+    cfg = for_load_ops(plan, WIDE_296)
+    assert cfg == replace(WIDE_296, split_k=split_k_for(plan, replace(WIDE_296, split_k=1))) and cfg.split_k == 44
 
 
 @pytest.mark.parametrize("entry,tile", [(KernelConfig("wgmma", 64, 80, 64, 8, ws=True), (128, 80)),
@@ -631,7 +658,7 @@ def test_ops_on_a_turn_a_64_row_producer_tile_into_128_rows(entry, tile):
     plan with an op on A: its one math warpgroup would apply the op alone, so 128 rows of its width, 3
     stages, split by split_k_for. H100, fused #19 (session 61): 64 x 80 s8 68.3 us, 128 x 80 s3 k6 36.2."""
     from gett.config import for_load_ops, split_k_for
-    plan = gemm(5184, 72, 5184, a_modes="km", b_modes="nk", d_dtype="f16", op_a=gett.ops.relu)
+    plan = gemm(5184, 72, 5184, a_modes="km", b_modes="nk", d_dtype="f16", op_a=gett.ops.sigmoid)
     cfg = for_load_ops(plan, entry)
     assert (cfg.bm, cfg.bn, cfg.ws, cfg.stages) == (*tile, False, 3)
     assert cfg.split_k == split_k_for(plan, replace(cfg, split_k=1)) > 1
