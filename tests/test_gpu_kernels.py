@@ -626,10 +626,13 @@ def test_accumulators_reach_the_epilogue_tile_as_8x8_blocks(config, d_modes, bet
     assert_matches_einsum(f"km,nk->{d_modes}", A, B, c, D, 1.5, beta)
 
 
-def test_a_persistent_producer_applies_ops_once_a_stage_lands():
-    """Ops on A and B in a producer over several tiles: it copies by cp.async and applies them to each
-    stage once it lands (LANDING tiles behind its copies), draining at every tile's end; leaky ReLU (0.01) on A,
-    leaky ReLU (0.5) on B, beta != 0 into a NaN-poisoned D, against numpy in float64."""
+@pytest.mark.parametrize("shift", [0.125, 0.0])
+def test_a_persistent_producer_applies_ops_once_a_stage_lands(shift):
+    """Ops on A and B in a producer over several tiles, beta != 0 into a NaN-poisoned D, against numpy in
+    float64: leaky ReLU (0.01) on A, leaky ReLU (0.5) plus ``shift`` on B. With op_b(0) != 0 the producer
+    copies by cp.async and applies the ops to each stage once it lands (LANDING tiles behind its copies),
+    draining at every tile's end; with ops that keep 0 it loads by TMA and the math warpgroups apply them
+    to each landed stage (kOpsOnLanded)."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
     from gett.config import KernelConfig
@@ -641,11 +644,12 @@ def test_a_persistent_producer_applies_ops_once_a_stage_lands():
     C, D = cp.asarray(c), cp.full((m, n), np.nan, dtype=cp.float16)
     config = KernelConfig("wgmma", 128, 192, 64, 4, ws=True, persistent=True)
     plan = gett.plan_contraction(A, "mk", B, "kn", C, "mn", D=D, beta=0.5, config=config,
-                                 op_a=lambda x: x if x > 0 else 0.01 * x, op_b=lambda x: x if x > 0 else 0.5 * x)
-    assert plan.kernel().config == config and plan.kernel().tma is None
+                                 op_a=lambda x: x if x > 0 else 0.01 * x,
+                                 op_b=lambda x, s=shift: (x if x > 0 else 0.5 * x) + s)
+    assert plan.kernel().config == config and (plan.kernel().tma is None) == (shift != 0)
     gett.contract(plan, 1.5, A, B, 0.5, C, D)
     a, b = cp.asnumpy(A).astype(np.float64), cp.asnumpy(B).astype(np.float64)
-    expect = 1.5 * np.where(a > 0, a, 0.01 * a) @ np.where(b > 0, b, 0.5 * b) + 0.5 * c.astype(np.float64)
+    expect = 1.5 * np.where(a > 0, a, 0.01 * a) @ (np.where(b > 0, b, 0.5 * b) + shift) + 0.5 * c.astype(np.float64)
     assert_close(cp.asnumpy(D).astype(np.float64), expect)
 
 
