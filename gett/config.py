@@ -657,8 +657,9 @@ def for_load_ops(plan, cfg: KernelConfig) -> KernelConfig:
 
 
 def loads_have_ops(plan) -> bool:
-    """Whether A or B has an elementwise op: then no producer warpgroup (ws), which would apply it alone
-    (measured slower, see _wgmma_tile)."""
+    """Whether A or B has an elementwise op: then the heuristic takes no producer warpgroup (ws), which
+    would apply it alone (measured slower, see _wgmma_tile); a database entry's TMA producer may stay
+    (for_load_ops)."""
     return plan.ops.op_a is not None or plan.ops.op_b is not None
 
 

@@ -6,7 +6,8 @@ merge into one, its modes in K into another, one of the two has stride 1 and the
 16 bytes — one thread can instead ask the TMA for the whole tile, a box of the matrix that lands in
 the 128-byte-swizzled layout wgmma reads (kernels/tma.cuh), rows and K past the end filled with
 zeros. Both operands must qualify (the stage's barrier counts either bytes or copies), and neither
-may have an op or a box-transposed tile (the producer would have to touch the data). For the wide tiles
+may have a box-transposed tile (the producer would have to touch the data) or an op that does not map 0
+to 0 (the math threads apply ops to the landed stage, zero fill included). For the wide tiles
 (128 x 296), K of two modes that do not merge loads as two dimensions of a 3-D view (:func:`k_run`).
 
 A SIMT kernel whose producer warpgroup runs several tiles (``ws``, ``persistent``) can store D's tile
