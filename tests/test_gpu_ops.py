@@ -173,14 +173,17 @@ def test_semirings(dtype, semiring, name):
         assert err <= 1e-5, f"relative error {err:.2e} > 1e-5"
 
 
-@pytest.mark.parametrize("op_a,op_b,tma", [
-    ("leaky", "elu", True),                      # both keep 0: the TMA loads, the math threads apply them
-    ("leaky", "shift", False),                   # op_b(0) != 0: a cp.async producer applies the ops
+@pytest.mark.parametrize("dtype,op_a,op_b,tma", [
+    ("f16", "leaky", "elu", True),               # both keep 0: the TMA loads, the math threads apply them
+    ("bf16", "leaky", "elu", True),
+    ("f16", "leaky", "shift", False),            # op_b(0) != 0: a cp.async producer applies the ops
 ])
-def test_ops_on_tiles_a_tma_producer_loads(op_a, op_b, tma):
-    """A warp-specialised wgmma kernel (128 x 128 s4, f16, A and B K-major) with ops on A and B, K = 200
-    (its last K tile three quarters past the end: the TMA's zero fill, which the op must leave 0) and M,
-    N not multiples of the tile; beta 0.5. D poisoned with NaN, against numpy in float64."""
+def test_ops_on_tiles_a_tma_producer_loads(dtype, op_a, op_b, tma):
+    """A warp-specialised wgmma kernel (128 x 128 s4, f16 or bf16 through torch, A and B K-major) with ops
+    on A and B, K = 200 (its last K tile three quarters past the end: the TMA's zero fill, which the op must
+    leave 0) and M, N not multiples of the tile; beta 0.5. D poisoned with NaN, against numpy in float64 on
+    the values the 16-bit inputs hold."""
+    torch = pytest.importorskip("torch")
     from gett.config import KernelConfig
     from gett.kernel import current_arch
     if current_arch() != "sm_90":
@@ -189,15 +192,18 @@ def test_ops_on_tiles_a_tma_producer_loads(op_a, op_b, tma):
            "elu": (ops.elu(1.0), lambda x: np.where(x > 0, x, np.expm1(x))),
            "shift": (lambda x: x + 0.25, lambda x: x + 0.25)}
     m, n, k = 300, 200, 200
-    rng = np.random.default_rng(k)
-    a, b, c = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((m, k), (n, k), (m, n)))
-    D = cp.full((m, n), cp.nan, dtype=cp.float16)
+    gen = torch.Generator(device="cuda").manual_seed(k)
+    kind = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    a, b, c = (torch.rand(s, device="cuda", generator=gen, dtype=torch.float64).mul(4).sub(2).to(kind)
+               for s in ((m, k), (n, k), (m, n)))
+    D = torch.full((m, n), float("nan"), device="cuda", dtype=kind)
     cfg = KernelConfig("wgmma", 128, 128, 64, 4, ws=True)
-    plan = gett.plan_contraction(cp.asarray(a), "mk", cp.asarray(b), "nk", cp.asarray(c), "mn", D=D, beta=0.5,
-                                 config=cfg, op_a=fns[op_a][0], op_b=fns[op_b][0])
+    plan = gett.plan_contraction(a, "mk", b, "nk", c, "mn", D=D, beta=0.5, config=cfg,
+                                 op_a=fns[op_a][0], op_b=fns[op_b][0])
     kernel = plan.kernel()
     assert kernel.config == cfg and bool(kernel.tma) == tma
-    gett.contract(plan, 1.0, cp.asarray(a), cp.asarray(b), 0.5, cp.asarray(c), D)
-    a64, b64 = fns[op_a][1](a.astype(np.float64)), fns[op_b][1](b.astype(np.float64))
-    expect = a64 @ b64.T + 0.5 * c.astype(np.float64)
-    assert relative_error(cp.asnumpy(D), expect) < 2e-3
+    gett.contract(plan, 1.0, a, b, 0.5, c, D)
+    a64, b64, c64 = (x.double().cpu().numpy() for x in (a, b, c))
+    expect = fns[op_a][1](a64) @ fns[op_b][1](b64).T + 0.5 * c64
+    tol = 2e-3 if dtype == "f16" else 1e-2   # bf16 keeps 8 bits: the op's output rounded once more
+    assert relative_error(D.double().cpu().numpy(), expect) < tol
