@@ -255,6 +255,9 @@ NARROW_K = 3072
 # The longest K for which _wide_tile's 128-row tiles run over several tiles a CTA
 WIDE_PERSISTENT_K = 1024
 WAVE_SMS = 132   # an H100 SXM's SMs, for the wave counts of the heuristic
+# The longest K the 576-row mma.sync tiles take (_tall_tile); past it, tall tiles with an op on a load
+# take 128 rows (_memory_bound_tile)
+TALL_TILE_MAX_K = 128
 
 
 def split_k_for(plan, cfg: KernelConfig) -> int:
@@ -692,10 +695,10 @@ def _memory_bound_tile(plan, cfg: KernelConfig) -> KernelConfig:
     256 x 32 x 32 s3 -> 41.8/41.5 (128 x 32 x 32 48.8, 128 x 32 x 64 s4 44.8), #1 53.8 -> 52.3; not #3/#4
     (K = 72): 57.8 us as 576 x 32 x 32, 105.5 as 128 x 32 x 64."""
     if cfg.bn == 32 and plan.n <= 32 and plan.m >= 65536:
+        if loads_have_ops(plan) and plan.k > TALL_TILE_MAX_K:
+            return replace(cfg, bm=128, wm=32, bk=64)
         k_major = not _layouts(plan, cfg)[0].row_contig
         one_tile = cfg.bk < plan.k <= (96 if k_major else 64) and (k_major or plan.k % 16 == 0)
-        if loads_have_ops(plan) and plan.k > 128:   # (576-row tiles take K up to 128: _tall_tile)
-            return replace(cfg, bm=128, wm=32, bk=64)
         bk = round_up(plan.k, 16) if one_tile else cfg.bk
         return _tall_tile(plan, replace(cfg, bm=256, wm=32, bk=bk))
     for group, tile, extent in (("M", cfg.bm, plan.m), ("N", cfg.bn, plan.n)):
@@ -718,7 +721,7 @@ def _tall_tile(plan, cfg: KernelConfig) -> KernelConfig:
     #1 (K = 312: 48.4 -> 50.3; its database entry has 384 rows) nor #6-8, whose 16 x 16 boxes are whole
     sectors already. f32: see _memory_bound_simt_tile."""
     tall = replace(cfg, bm=576)
-    if plan.k <= 128 and 0 < _box_side(plan, cfg) < 16 <= _box_side(plan, tall):
+    if plan.k <= TALL_TILE_MAX_K and 0 < _box_side(plan, cfg) < 16 <= _box_side(plan, tall):
         return tall
     return cfg
 
