@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .config import WGMMA_WIDE_N, KernelConfig, loads_have_ops
+from .config import WGMMA_WIDE_N, KernelConfig, loads_have_ops, row_tiles
 from .modes import GROUPS
 from .tma import TmaBox, k_run, store_box, tile_box, tma_operands
 
@@ -466,19 +466,22 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     store_arg = ", StoreD" if d_view else ", gett::NoTmaStore" if cfg.resident or cfg.pingpong else ""
     store_arg += f", '{cfg.resident.upper()}'" if cfg.resident else ", 0" if cfg.pingpong else ""
     store_arg += ", true" if cfg.pingpong else ""
-    src = f"""{_preamble(plan, cfg, header, k_run(plan, cfg) if tma else 0)}
+    # tiles that stop at the end of each run of M's first mode (gett.tma.m_run): where A loads so
+    rows_run = plan.tables["M"].extents[0] if tma and views[0].row_outer_stride else 0
+    src = f"""{_preamble(plan, cfg, header, k_run(plan, cfg) if tma else 0, rows_run)}
 using LoadA = {box_loader(box) if box else loader("A", la, "M", cfg.bm, "OpA")};
 using LoadB = {loader("B", lb, "N", cfg.bn, "OpB")};
 using Math = {math};
 {store_line}using Kernel = gett::Gett<Problem, LoadA, LoadB, Math, OpC, OpOut, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.stages}, {cfg.math_threads}, {cfg.group_m}, {'true' if m_fast else 'false'}, {epi_tx}, {epi_ty}, {cfg.split_k}, {epi_v}, {epi_run}, {epi_cross}, {'true' if cfg.ws else 'false'}, {'true' if tma else 'false'}, {'true' if cfg.persistent else 'false'}{store_arg}>;
 static_assert(Kernel::SMEM_BYTES == {smem}, "host and device disagree on shared memory size");
 static_assert(Kernel::BLOCK_THREADS == {threads}, "host and device disagree on threads per CTA");
+static_assert(Kernel::TILES_M <= {row_tiles(plan, cfg)}, "the host launches too few row tiles");
 }}  // namespace
 {_entry_points(plan, cfg, ctas_per_sm(plan, cfg) if cap_registers else 1, maps, map_args)}"""
     return src, smem, threads, (views or ()) + (d_view,) if d_view else views
 
 
-def _preamble(plan, cfg: KernelConfig, header: str, k_run_value: int) -> str:
+def _preamble(plan, cfg: KernelConfig, header: str, k_run_value: int, m_run_value: int = 0) -> str:
     """The translation unit's includes, ops, semiring and Problem (types, extents, index tables), up to the
     kernel's own types."""
     d, ops, acc = plan.descriptors, plan.ops, ACC_CTYPE[plan.compute_type.name]
@@ -511,6 +514,7 @@ struct Problem {{
   using IndexL = {index_type(plan.batch)};
   static constexpr long long M = {plan.m}, N = {plan.n}, K = {plan.k}, L = {plan.batch};
   static constexpr long long K_RUN = {k_run_value};   // TMA loads over K's two modes
+  static constexpr long long M_RUN = {m_run_value};   // ... of A's rows over M's two modes
 {tables}
 }};
 """

@@ -204,9 +204,18 @@ def round_up(x: int, step: int) -> int:
     return -(-x // step) * step
 
 
+def row_tiles(plan, cfg: KernelConfig) -> int:
+    """Tiles of ``cfg`` along M: BM rows at a time, where A's rows load in runs of M's first mode
+    (gett.tma.m_run) of M with each run padded to whole 64 rows; mirrors gett::Gett::TILES_M."""
+    from .tma import m_run   # gett.tma imports this module
+    run = m_run(plan, cfg)
+    rows = round_up(run, 64) * (plan.m // run) if run else plan.m
+    return -(-rows // cfg.bm)
+
+
 def output_tiles(plan, cfg: KernelConfig) -> int:
     """Output tiles of ``cfg`` over ``plan`` (M tiles · N tiles · batch), before any split of K."""
-    return -(-plan.m // cfg.bm) * -(-plan.n // cfg.bn) * plan.batch
+    return row_tiles(plan, cfg) * -(-plan.n // cfg.bn) * plan.batch
 
 
 def grid_ctas(plan, cfg: KernelConfig) -> int:

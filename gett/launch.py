@@ -9,7 +9,7 @@ import numpy as np
 
 from . import dependent_launch
 from .codegen import SM_SHARED_BYTES, shared_ctas
-from .config import grid_ctas
+from .config import grid_ctas, row_tiles
 
 _ACC_NUMPY = {"f32": np.float32, "tf32": np.float32, "3xtf32": np.float32, "f64": np.float64,
               "c64": np.complex64, "c128": np.complex128, "i32": np.int32, "i64": np.int64}
@@ -165,7 +165,7 @@ class Launcher:
                 sms = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
             ctas = min(ctas, sms * resident_ctas(kernel, registers))
             if cfg.resident:   # whole rows (columns) of tiles, so that each CTA's tiles keep one column (row)
-                line = -(-plan.n // cfg.bn) if cfg.resident == "b" else -(-plan.m // cfg.bm)
+                line = -(-plan.n // cfg.bn) if cfg.resident == "b" else row_tiles(plan, cfg)
                 ctas = max(line, ctas // line * line)
         self._grid = _grid(ctas)
         self._block = (kernel.threads, 1, 1)

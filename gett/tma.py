@@ -8,7 +8,9 @@ the 128-byte-swizzled layout wgmma reads (kernels/tma.cuh), rows and K past the 
 zeros. Both operands must qualify (the stage's barrier counts either bytes or copies), and neither
 may have a box-transposed tile (the producer would have to touch the data) or an op that does not map 0
 to 0 (the math threads apply ops to the landed stage, zero fill included). For the wide tiles
-(128 x 296), K of two modes that do not merge loads as two dimensions of a 3-D view (:func:`k_run`).
+(128 x 296), K of two modes that do not merge loads as two dimensions of a 3-D view (:func:`k_run`);
+an MN-major A whose rows are two modes, as a 3-D view whose 64-row boxes each lie inside one run of the
+first, each run padded to whole boxes (:func:`m_run`).
 
 A SIMT kernel whose producer warpgroup runs several tiles (``ws``, ``persistent``) can store D's tile
 the same way (:class:`TmaStoreBox`): the math warps write it into the epilogue tile in the box's layout
@@ -43,7 +45,9 @@ class TmaOperand:
     one ``outer_stride`` bytes apart, copied in boxes of ``box`` (inner, outer) elements. Where K is two
     modes that do not merge (``k_outer_stride`` > 0), a third dimension follows: K's second mode, that
     many bytes apart, one position a box (``extents`` and ``box`` have three entries); K's first mode
-    is then the matrix's K, its K tiles padded to whole tiles at the end of each run (:func:`k_run`)."""
+    is then the matrix's K, its K tiles padded to whole tiles at the end of each run (:func:`k_run`).
+    Likewise an MN-major A whose rows are two modes (``row_outer_stride`` > 0, :func:`m_run`): the
+    third dimension is M's second mode, and each of a tile's 64-row boxes takes one index of it."""
     tensor: str          # "A" or "B"
     dtype: str           # a key of TMA_DTYPES
     k_major: bool        # K is the inner (stride-1) dimension; else the rows (M or N) are
@@ -51,10 +55,12 @@ class TmaOperand:
     outer_stride: int    # bytes
     box: tuple           # (inner, outer[, 1]) elements
     k_outer_stride: int = 0   # bytes; 0: K is one (merged) mode
+    row_outer_stride: int = 0   # bytes; > 0: the rows' second mode is the third dimension (:func:`m_run`)
 
     @property
     def byte_strides(self) -> tuple:
-        return (self.outer_stride,) + ((self.k_outer_stride,) if self.k_outer_stride else ())
+        third = self.k_outer_stride or self.row_outer_stride
+        return (self.outer_stride,) + ((third,) if third else ())
 
     @property
     def swizzle(self) -> int:
@@ -130,10 +136,41 @@ def k_run(plan, cfg: KernelConfig) -> int:
     return run if -(-run // cfg.bk) * cfg.bk <= _MAX_RUN_PADDING * run else 0
 
 
-def tma_operand(plan, cfg: KernelConfig, tensor: str, layout, run: int = 0) -> TmaOperand | None:
+# 64-row boxes the TMA may pad at the end of each run of M's first mode (see m_run): 312 in 5 of 64
+_MAX_ROW_RUN_PADDING = 1.05
+
+
+def m_run(plan, cfg: KernelConfig) -> int:
+    """The extent of M's first mode where the TMA loads A's rows as two modes, else 0: each run of that
+    mode is then padded with zeros to whole 64 rows, and each 64-row box of a tile lies inside one run, a
+    box of one index of the second mode (kernels/gett.cuh, M_RUN). Only for a warp-specialised wgmma kernel
+    without split K or swap whose MN-major A has M of two modes that do not merge in A (else it loads as
+    one), A's stride-1 mode first, where the padding costs at most 5% more rows and a run is at least a
+    tile, K one mode in A, and the epilogue walks D plainly along M. H200 (runner A/B, three rounds; no
+    H100 measured): TCCG #17 ``abc-adc-bd`` (M = 312 x 296, A's rows 624 bytes apart along K) 45.4-45.7 ->
+    44.9-45.5 us, #18 43.3-43.4 -> 42.9-43.1, where cp.async loaded tiles crossing from one run into the
+    next; but #16's exchanged plan, whose epilogue walks N and tests each row against the padding,
+    46.3-46.9 -> 57.7-58.5."""
+    from .codegen import epilogue_cross, epilogue_walk   # gett.codegen imports this module
+    m, a = plan.tables["M"], plan.descriptors["A"]
+    if (cfg.math != "wgmma" or not cfg.ws or cfg.swap or cfg.split_k != 1 or cfg.bm % 64 or k_run(plan, cfg)
+            or len(m.extents) != 2 or merged_mode(m, "A") is not None or m.strides_of("A")[0] != 1
+            or merged_mode(plan.tables["K"], "A") is None):
+        return 0
+    run = m.extents[0]
+    padded = -(-run // 64) * 64
+    if padded < cfg.bm or padded > _MAX_ROW_RUN_PADDING * run:   # a tile holds one run's padding at most
+        return 0
+    m_fast, tx, _ = epilogue_walk(plan, cfg)
+    if not m_fast or tx != 1 or epilogue_cross(plan, cfg, m_fast, tx)[1] != 1:
+        return 0
+    return run if a.dtype.name in TMA_DTYPES else 0
+
+
+def tma_operand(plan, cfg: KernelConfig, tensor: str, layout, run: int = 0, rows_run: int = 0) -> TmaOperand | None:
     """``tensor``'s TMA view under ``cfg`` with shared-memory ``layout`` (gett.codegen.OperandLayout) of
     the (box-tiled) ``plan``, or None where the TMA cannot load it. ``run`` (:func:`k_run`): K's two
-    modes as two dimensions."""
+    modes as two dimensions; ``rows_run`` (:func:`m_run`, A only): M's two modes as the first and third."""
     rows_group, rows = ("M", cfg.bm) if tensor == "A" else ("N", cfg.bn)
     desc = plan.descriptors[tensor]
     op = plan.ops.op_a if tensor == "A" else plan.ops.op_b
@@ -142,8 +179,10 @@ def tma_operand(plan, cfg: KernelConfig, tensor: str, layout, run: int = 0) -> T
     # the math threads apply an op to the landed tile, the TMA's zero fill included (kernels/gett.cuh)
     if op is not None and not keeps_zero(op, plan.compute_type.accumulator.numpy):
         return None
-    k_table = plan.tables["K"]
-    row_mode = merged_mode(plan.tables[rows_group], tensor)
+    k_table, rows_table = plan.tables["K"], plan.tables[rows_group]
+    rows_run = rows_run if tensor == "A" and layout.row_contig else 0
+    row_mode = (rows_table.extents[0], rows_table.strides_of(tensor)[0]) if rows_run \
+        else merged_mode(rows_table, tensor)
     k_mode = (k_table.extents[0], k_table.strides_of(tensor)[0]) if run else merged_mode(k_table, tensor)
     if row_mode is None or k_mode is None:
         return None
@@ -151,29 +190,30 @@ def tma_operand(plan, cfg: KernelConfig, tensor: str, layout, run: int = 0) -> T
     k_major = not layout.row_contig
     inner_stride, outer_stride = (k_stride, row_stride) if k_major else (row_stride, k_stride)
     item = desc.dtype.itemsize
-    k_outer = (k_table.extents[1], k_table.strides_of(tensor)[1] * item) if run else ()
+    third = ((k_table.extents[1], k_table.strides_of(tensor)[1] * item) if run
+             else (rows_table.extents[1], rows_table.strides_of(tensor)[1] * item) if rows_run else ())
     if inner_stride != 1 or outer_stride <= 0 or outer_stride * item % 16 or desc.alignment < 16 \
-            or (k_outer and (k_outer[1] <= 0 or k_outer[1] % 16)):
+            or (third and (third[1] <= 0 or third[1] % 16)):
         return None
-    extents = ((k_extent, row_extent) if k_major else (row_extent, k_extent)) + k_outer[:1]
+    extents = ((k_extent, row_extent) if k_major else (row_extent, k_extent)) + third[:1]
     if max(extents) + max(rows, cfg.bk) > _MAX_COORDINATE:
         return None
     # K-major tiles past 256 rows: two boxes of half, in whole 8-line atoms (kernels/tma.cuh)
     box = (cfg.bk, rows if rows <= _MAX_BOX else -(-rows // 16) * 8) if k_major else (64, cfg.bk)
     if max(box) > _MAX_BOX:
         return None
-    return TmaOperand(tensor, desc.dtype.name, k_major, extents, outer_stride * item, box + (1,) * bool(run),
-                      k_outer[1] if run else 0)
+    return TmaOperand(tensor, desc.dtype.name, k_major, extents, outer_stride * item, box + (1,) * bool(third),
+                      third[1] if run else 0, third[1] if rows_run else 0)
 
 
 def tma_operands(plan, cfg: KernelConfig, layouts) -> tuple | None:
     """(A's, B's) TMA views where the kernel loads both through the TMA, else None: a warp-specialised
     wgmma kernel over one batch, both operands plain 2-D matrices (see :func:`tma_operand`), or 3-D
-    ones, K's two modes apart (:func:`k_run`), for both."""
+    ones, K's two modes apart (:func:`k_run`), for both, or A's rows two modes apart (:func:`m_run`)."""
     if cfg.math != "wgmma" or not cfg.ws or plan.batch != 1:
         return None
-    run = k_run(plan, cfg)
-    views = tuple(tma_operand(plan, cfg, t, x, run) for t, x in zip("AB", layouts))
+    run, rows_run = k_run(plan, cfg), m_run(plan, cfg)
+    views = tuple(tma_operand(plan, cfg, t, x, run, rows_run) for t, x in zip("AB", layouts))
     return views if all(views) else None
 
 

@@ -16,8 +16,9 @@
 
 namespace gett {
 
-// Problem must provide: TA TB TC TD Acc Offset; M N K L K_RUN (long long; K_RUN > 0: TMA loads over K's two
-// modes, K tiles in runs of the first, see produce_tma); tables AM AK AL BN BK BL CM CN CL DM DN DL; index
+// Problem must provide: TA TB TC TD Acc Offset; M N K L K_RUN M_RUN (long long; K_RUN > 0: TMA loads over K's
+// two modes, K tiles in runs of the first, see produce_tma; M_RUN > 0: over A's rows' two modes, row tiles in
+// runs of the first, see m_of); tables AM AK AL BN BK BL CM CN CL DM DN DL; index
 // types IndexM IndexN IndexL. Tile: BM BN BK STAGES THREADS GROUP_M; D_M_FAST says whether D's stride-1 mode
 // lies in M (then the epilogue walks m fastest); inside that dimension the walk follows a box of EPI_TX x
 // EPI_TY (EPI_TY along D's stride-1 mode; 1 x BM for a plain walk). With SPLIT > 1 the K tiles are shared out
@@ -56,6 +57,16 @@ struct Gett {
   static constexpr int K_TILES = P::K_RUN > 0 ? RUN_TILES * int(P::K / P::K_RUN) : int((P::K + BK - 1) / BK);
   static_assert(P::K_RUN == 0 || TMA, "K tiles over two modes are TMA loads");
   static constexpr int K_TILES_PER_SPLIT = (K_TILES + SPLIT - 1) / SPLIT;
+  // Rows: with TMA loads of A's rows over M's two modes (P::M_RUN > 0, gett/tma.py m_run), each run of M's
+  // first mode is padded with zeros to RUN_ROWS, a multiple of 64, and tiles take BM consecutive rows of the
+  // padded M (RUN_ROWS x RUNS rows; see m_of), so each of a tile's 64-row boxes lies inside one run: the
+  // TMA loads it as a box of one index of M's second mode. The padding's rows lie outside D.
+  static constexpr long long M_RUN = P::M_RUN;
+  static constexpr long long RUN_ROWS = M_RUN > 0 ? (M_RUN + 63) / 64 * 64 : 0, RUNS = M_RUN > 0 ? P::M / M_RUN : 1;
+  static constexpr long long ROWS = M_RUN > 0 ? RUN_ROWS * RUNS : P::M;   // rows the tiles cover
+  static_assert(M_RUN == 0 || (TMA && LoadA::kRowContig && BM % 64 == 0 && SPLIT == 1 && P::K_RUN == 0 &&
+                               P::M % M_RUN == 0 && !StoreD::kTma),
+                "rows in runs: A MN-major through the TMA, whole 64-row boxes, no split K, K one mode");
   static constexpr int USED_STAGES = PERSIST ? STAGES
                                    : K_TILES_PER_SPLIT < 1 ? 1 : K_TILES_PER_SPLIT < STAGES ? K_TILES_PER_SPLIT : STAGES;
   static constexpr bool RESIDENT_A = RESIDENT == 'A', RESIDENT_B = RESIDENT == 'B';
@@ -137,8 +148,13 @@ struct Gett {
 
   // Tiles: batches outermost; inside a batch GROUP_M row tiles sweep the columns together, so
   // neighbouring CTAs share A and B tiles in L2.
-  static constexpr long long TILES_M = (P::M + BM - 1) / BM, TILES_N = (P::N + BN - 1) / BN;
+  static constexpr long long TILES_M = (ROWS + BM - 1) / BM, TILES_N = (P::N + BN - 1) / BN;
   static constexpr long long TILES = TILES_M * TILES_N * P::L;
+  // M's index of row p of the rows the tiles cover (with M_RUN, a row short of its run's padding).
+  __device__ __forceinline__ static long long m_of(long long p) {
+    if constexpr (M_RUN > 0) return p % RUN_ROWS + p / RUN_ROWS * M_RUN;
+    return p;
+  }
   struct Origin {
     long long l, m0, n0;   // batch index, first row, first column
   };
@@ -612,7 +628,7 @@ struct Gett {
     for_each_vector<PRODUCER_THREADS>(fast_inside(fast0), slow_inside(slow0), ptid, [&](int w, int s, bool inside) {
       if (!inside) return;
       const long long f = fast0 + fast_coordinate(w), r = slow0 + s;
-      const long long m = D_M_FAST ? f : r, n = D_M_FAST ? r : f;
+      const long long m = m_of(D_M_FAST ? f : r), n = D_M_FAST ? r : f;
       prefetch_l2(C + (P::CM::offset(typename P::IndexM(m)) + P::CN::offset(typename P::IndexN(n))));
     });
   }
@@ -633,7 +649,8 @@ struct Gett {
       const int kt = k_first + t;
       const int k0 = (RUN_TILES ? kt % RUN_TILES : kt) * BK, k1 = RUN_TILES ? kt / RUN_TILES : 0;
       constexpr bool runs = RUN_TILES > 0;
-      if (load_a) tma_load_tile<typename P::TA, BM, BK, LoadA::kRowContig, runs>(tile_a(t0 + t, t), map_a, m0, k0, k1, &full[s]);
+      if (load_a) tma_load_tile<typename P::TA, BM, BK, LoadA::kRowContig, runs, int(RUN_ROWS)>(tile_a(t0 + t, t), map_a,
+                                                                                               m0, k0, k1, &full[s]);
       if (load_b) tma_load_tile<typename P::TB, BN, BK, LoadB::kRowContig, runs>(tile_b(t0 + t, t), map_b, n0, k0, k1, &full[s]);
     }
   }
@@ -732,11 +749,11 @@ struct Gett {
     Offset* slow_c = kOneLayout ? slow_d : fast_c + FAST;
     const bool read_c = !(beta == zero<Acc>());   // beta == 0 never reads C (it may hold NaN)
     const long long fast0 = D_M_FAST ? m0 : n0, slow0 = D_M_FAST ? n0 : m0;
-    const long long fast_extent = D_M_FAST ? P::M : P::N, slow_extent = D_M_FAST ? P::N : P::M;
-    auto offsets = [&](bool m, long long i, Offset& c, Offset& d) {
+    const long long fast_extent = D_M_FAST ? ROWS : P::N, slow_extent = D_M_FAST ? P::N : ROWS;
+    auto offsets = [&](bool m, long long i, Offset& c, Offset& d) {   // i: a row of ROWS, or a column
       if (m) {
-        d = P::DM::offset(typename P::IndexM(i));
-        if (!kOneLayout && read_c) c = P::CM::offset(typename P::IndexM(i));
+        d = P::DM::offset(typename P::IndexM(m_of(i)));
+        if (!kOneLayout && read_c) c = P::CM::offset(typename P::IndexM(m_of(i)));
       } else {
         d = P::DN::offset(typename P::IndexN(i));
         if (!kOneLayout && read_c) c = P::CN::offset(typename P::IndexN(i));
@@ -751,7 +768,8 @@ struct Gett {
       if (i < slow_extent) offsets(!D_M_FAST, i, slow_c[s], slow_d[s]); else slow_d[s] = 0;
     }
     // Box walks: a box lies wholly inside or outside the tile's rows (the planner's boxes tile M and N).
-    const int fast_in = fast_inside(fast0), slow_in = slow_inside(slow0);
+    const auto fast_in = fast_inside(fast0);
+    const auto slow_in = slow_inside(slow0);
     if (read_c) {
       sync_tile_threads();   // the offsets are in place
       for_each_vector(fast_in, slow_in, tid, [&](int w, int s, bool inside) {
@@ -880,15 +898,38 @@ struct Gett {
     }
   };
 
-  // How much of the tile, from its first fast (slow) coordinate on, lies inside D.
-  __device__ __forceinline__ static int fast_inside(long long fast0) {
-    const long long left = (D_M_FAST ? P::M : P::N) - fast0;
-    return int(left < FAST ? left : FAST);
+  // How much of the tile, from its first fast (slow) coordinate on, lies inside D (coordinate r does where
+  // r < inside); along M with runs, which of its rows: those short of ROWS and outside the one run's padding
+  // a tile can hold (RunRows).
+  struct RunRows {
+    int rows, gap, gap_end;   // rows gap .. gap_end - 1 are padding
+    __device__ __forceinline__ friend bool operator<(int r, const RunRows& inside) {
+      return r < inside.rows && (r < inside.gap || r >= inside.gap_end);
+    }
+  };
+  static_assert(M_RUN == 0 || BM <= RUN_ROWS, "a tile holds at most one run's padding");
+  __device__ __forceinline__ static RunRows run_rows(long long m0) {
+    const long long left = ROWS - m0;
+    const int start = int(m0 % RUN_ROWS);   // the tile's first row's place in its run
+    return {int(left < BM ? left : BM), int(M_RUN) - start, int(RUN_ROWS) - start};
   }
-  __device__ __forceinline__ static int slow_inside(long long slow0) {
-    const long long left = (D_M_FAST ? P::N : P::M) - slow0;
-    return int(left < SLOW ? left : SLOW);
+  __device__ __forceinline__ static auto fast_inside(long long fast0) {
+    if constexpr (D_M_FAST && M_RUN > 0) {
+      return run_rows(fast0);
+    } else {
+      const long long left = (D_M_FAST ? P::M : P::N) - fast0;
+      return int(left < FAST ? left : FAST);
+    }
   }
+  __device__ __forceinline__ static auto slow_inside(long long slow0) {
+    if constexpr (!D_M_FAST && M_RUN > 0) {
+      return run_rows(slow0);
+    } else {
+      const long long left = (D_M_FAST ? P::N : P::M) - slow0;
+      return int(left < SLOW ? left : SLOW);
+    }
+  }
+
 
   // The walk in vectors of EPI_V consecutive walk positions, which are consecutive elements of C and D
   // (one offset lookup, one access each), along the fast dimension or, in a box walk, along its second
@@ -900,8 +941,8 @@ struct Gett {
   // The vectors need not split evenly over the threads (72 x 128 tiles of 8-element vectors over 256).
   using Vector = Vec<TE, EPI_V>;   // EPI_V elements of C or D
   // (COUNT threads share the walk: the tile's math threads, or the producer warpgroup prefetching C.)
-  template <int COUNT = TILE_THREADS, class F>
-  __device__ __forceinline__ static void for_each_vector(int fast_in, int slow_in, int tid, F&& f) {
+  template <int COUNT = TILE_THREADS, class FastInside, class SlowInside, class F>
+  __device__ __forceinline__ static void for_each_vector(FastInside fast_in, SlowInside slow_in, int tid, F&& f) {
     static_assert(FAST % EPI_V == 0 && EPI_TY % EPI_V == 0, "vectors tile the walk");
     constexpr int VECTORS = BM * BN / EPI_V, PER_THREAD = (VECTORS + COUNT - 1) / COUNT;
     // A warpgroup in turn over plain rows whose vectors do not divide its threads (#16's 20 a row): the

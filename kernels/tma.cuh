@@ -101,26 +101,32 @@ struct TmaStore {
 // innermost, one 128-byte line a row), two of half the rows past 256 (the TMA's longest box side); MN-major
 // tiles are ROWS / 64 boxes of 64 rows x BK, each BK lines of 128 bytes (the layout of loader.cuh's swizzled
 // tiles).
-// K_SPLIT: the map's third dimension is K's second mode, at k1 (gett/tma.py, k_run); k0 then counts
-// along K's first.
-template <class T, int ROWS, int BK, bool ROW_CONTIG, bool K_SPLIT = false>
-__device__ __forceinline__ void tma_load_tile(T* stage, const TensorMap* map, int row0, int k0, int k1,
+// The map's third dimension: K's second mode at z (K_SPLIT; gett/tma.py, k_run), k0 then counting along K's
+// first; or, for MN-major tiles of rows in runs (RUN_ROWS > 0; gett/tma.py, m_run), the rows' second mode:
+// row0 counts rows of the first mode padded to RUN_ROWS a run, so each 64-row box lies inside one run.
+template <class T, int ROWS, int BK, bool ROW_CONTIG, bool K_SPLIT = false, int RUN_ROWS = 0>
+__device__ __forceinline__ void tma_load_tile(T* stage, const TensorMap* map, int row0, int k0, int z,
                                               unsigned long long* bar) {
   static_assert(sizeof(T) == 2 && BK == 64, "TMA tiles: 16-bit elements, K tiles of one 128-byte line");
-  // one box at (inner, outer) coordinates x, y
-  const auto box = [&](T* to, int x, int y) {
-    if constexpr (K_SPLIT) tma_load<3>(to, map, {x, y, k1}, bar);
+  static_assert(RUN_ROWS == 0 || (ROW_CONTIG && !K_SPLIT && RUN_ROWS % 64 == 0), "rows in runs: MN-major, K one mode");
+  // one box at (inner, outer[, third]) coordinates x, y[, w]
+  const auto box = [&](T* to, int x, int y, int w) {
+    if constexpr (K_SPLIT || RUN_ROWS > 0) tma_load<3>(to, map, {x, y, w}, bar);
     else tma_load<2>(to, map, {x, y}, bar);
   };
   if constexpr (ROW_CONTIG) {
 #pragma unroll
-    for (int j = 0; j < (ROWS + 63) / 64; ++j) box(stage + j * 64 * BK, row0 + 64 * j, k0);
+    for (int j = 0; j < (ROWS + 63) / 64; ++j) {
+      const int row = row0 + 64 * j;
+      if constexpr (RUN_ROWS > 0) box(stage + j * 64 * BK, row % RUN_ROWS, k0, row / RUN_ROWS);
+      else box(stage + j * 64 * BK, row, k0, z);
+    }
   } else if constexpr (ROWS <= 256) {
-    box(stage, k0, row0);
+    box(stage, k0, row0, z);
   } else {   // two boxes of half the rows, rounded up to whole 8-line atoms (TileLoader::ROWS)
     constexpr int HALF = (ROWS + 15) / 16 * 8;
-    box(stage, k0, row0);
-    box(stage + HALF * BK, k0, row0 + HALF);
+    box(stage, k0, row0, z);
+    box(stage + HALF * BK, k0, row0 + HALF, z);
   }
 }
 

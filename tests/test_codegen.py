@@ -409,13 +409,13 @@ def test_resident_b_kernels_hold_all_of_k_and_compile_without_spills(b_modes, n,
 
 
 @pytest.mark.parametrize("tccg,bn,resident,tma", [(15, 160, "b", True), (16, 128, "a", False),
-                                                   (18, 160, "b", False)])
+                                                   (18, 160, "b", True)])
 def test_warpgroups_in_turn_hold_whole_tiles_and_compile_without_spills(tccg, bn, resident, tma):
     """Math warpgroups that take tiles in turn (``pingpong``, TCCG #15's, #16's and #18's shapes): each holds a
     whole 128-row tile, two 64-row slabs (WgmmaMath's SLABS), so 160 columns take 160 accumulators a thread,
-    which the producer's registers make room for, a TMA producer's (#15) or a cp.async one's (#18: A's rows
-    two modes); 128 columns (128 accumulators) fit a cp.async producer's launch (#16: N's modes not one
-    stride). The shared memory is the same as with both warpgroups on one tile (they share one epilogue tile
+    which the producer's registers make room for, a TMA producer's (#15; #18, whose A's rows of two modes load
+    in runs, gett.tma.m_run); 128 columns (128 accumulators) fit a cp.async producer's launch (#16: N's modes
+    not one stride). The shared memory is the same as with both warpgroups on one tile (they share one epilogue tile
     by turns); no spills under the launch bounds of one CTA an SM."""
     from tccg_suite.suite import select
     c = select([tccg])[0]

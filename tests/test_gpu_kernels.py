@@ -551,6 +551,52 @@ def test_math_warpgroups_take_tiles_in_turn(a, b, d, tile, stages, resident, bet
     assert_matches_einsum(f"{ma},{mb}->{md}", A, B, c, D, 1.5, beta)
 
 
+# (A, B, D as (modes, extents; C order), configuration): A's rows of two modes (a, c) that do not merge, a = 312
+# or 192 (whole 64-row boxes), loaded through the TMA a box of 64 rows of a per index of c (gett.tma.m_run)
+def _row_run_configs():
+    from gett.config import KernelConfig
+    turn = KernelConfig("wgmma", 128, 160, 64, 5, ws=True, persistent=True, resident="b", pingpong=True)
+    return {"turn": turn, "tile": KernelConfig("wgmma", 128, 128, 64, 4, ws=True),
+            "192": KernelConfig("wgmma", 192, 128, 64, 3, ws=True),
+            "persistent": KernelConfig("wgmma", 128, 128, 64, 4, ws=True, persistent=True)}
+
+
+ROW_RUN_CASES = [
+    # #18's pattern: 7 runs of 312 rows padded to 320 (the last tile past the last run), K = 296 (the last K
+    # tile 40 deep), N = 200 in 160 + 40 columns, B resident, tiles in turn
+    (("cka", (7, 296, 312)), ("nk", (200, 296)), ("cna", (7, 200, 312)), "turn"),
+    # one tile a CTA, and CTAs over several tiles without a resident operand; K = 64 (one tile), an N-major B
+    (("cka", (9, 64, 312)), ("kn", (64, 296)), ("cna", (9, 296, 312)), "tile"),
+    (("cka", (9, 64, 312)), ("kn", (64, 296)), ("cna", (9, 296, 312)), "persistent"),
+    # 192-row tiles (three boxes: 7 runs of 192 rows, the last tile a run's), a = 192 with no padding
+    (("cka", (7, 104, 192)), ("nk", (136, 104)), ("cna", (7, 136, 192)), "192"),
+]
+
+
+@pytest.mark.parametrize("a,b,d,config", ROW_RUN_CASES, ids=["turn", "tile", "persistent", "192"])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_row_tiles_in_runs_of_the_first_mode(a, b, d, config, beta):
+    """A's rows of two modes (a, c) that do not merge in A, loaded through the TMA as a 3-D view whose 64-row
+    boxes each lie inside one run of a (gett.tma.m_run, kernels/gett.cuh M_RUN): each run padded with zeros
+    to whole boxes (a tile can hold the end of one run and the start of the next), the padding's rows
+    neither stored nor their C read; tiles in turn, one tile a CTA, CTAs over several tiles, 192-row tiles,
+    beta != 0, a NaN-poisoned D, against numpy in float64."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
+    from gett.config import row_tiles
+    from gett.tma import m_run
+    (ma, sa), (mb, sb), (md, sd) = a, b, d
+    A, B, c, C, D = f16_operands(np.random.default_rng(63), sa, sb, sd)
+    config = _row_run_configs()[config]
+    plan = gett.plan_contraction(A, ma, B, mb, C, md, D=D, beta=beta, config=config)
+    kernel = plan.kernel()
+    assert kernel.config == config and kernel.tma is not None and kernel.tma[0].row_outer_stride > 0
+    run = sa[2]
+    assert m_run(plan, config) == run and row_tiles(plan, config) == -(-(-(-run // 64) * 64 * sa[0]) // config.bm)
+    gett.contract(plan, 1.5, A, B, beta, C, D)
+    assert_matches_einsum(f"{ma},{mb}->{md}", A, B, c, D, 1.5, beta)
+
+
 def _tall(rows, stages, warp_rows):
     from gett.config import KernelConfig
     return KernelConfig("mma16", rows, 32, 32, stages, wm=warp_rows, wn=32, persistent=True)

@@ -604,6 +604,68 @@ def test_k_of_one_merged_mode_loads_as_before():
     assert "K_RUN = 0;" in render_kernel(tile_plan(plan, WIDE_296), WIDE_296, arch="sm_90")[0]
 
 
+TURN_160 = KernelConfig("wgmma", 128, 160, 64, 5, ws=True, persistent=True, resident="b", pingpong=True)
+
+
+def tccg_18(a=312, c=296, d=312, b=296, **kw):
+    """TCCG #18's ``abc-adc-db`` (column-major): M = (a, c), which do not merge in A[a,d,c] (d between)."""
+    return gett.plan_contraction(D((a, d, c), (1, a, a * d), "f16"), "adc", D((d, b), (1, d), "f16"), "db",
+                                 D((a, b, c), (1, a, a * b), "f16"), "abc", device_arch="sm_90", **kw)
+
+
+def test_rows_of_two_modes_load_as_3d_boxes_that_stop_at_the_end_of_each_run():
+    """#18 in 128-row tiles: A's rows are a (312, stride 1) then c (d between), so a tile of 128 consecutive
+    rows would cross from one c into the next inside a 64-row box; through the TMA each run of a is padded to
+    320 rows (2.6% more), so every box lies inside one c: 320 x 296 / 128 = 740 row tiles. A's view is
+    (a, d, c) with c the third dimension; B stays a 2-D K-major view."""
+    from gett.config import row_tiles
+    from gett.tma import m_run
+    plan = tile_plan(tccg_18(), TURN_160)
+    assert m_run(plan, TURN_160) == 312 and row_tiles(plan, TURN_160) == 740
+    a, b = views(tccg_18(), TURN_160)
+    assert a == TmaOperand("A", "f16", False, (312, 312, 296), 312 * 2, (64, 64, 1), 0, 312 * 312 * 2)
+    assert a.byte_strides == (312 * 2, 312 * 312 * 2)
+    assert b == TmaOperand("B", "f16", True, (312, 296), 312 * 2, (64, 160))
+    src = render_kernel(plan, TURN_160, arch="sm_90")[0]
+    assert "M_RUN = 312;" in src and "K_RUN = 0;" in src and "TILES_M <= 740" in src
+
+
+@pytest.mark.parametrize("change,why", [
+    ({"a": 100}, "a = 100 in 2 boxes of 64: 28% padding, so cp.async as before"),
+    ({"cfg": replace(TURN_160, persistent=False, resident="", pingpong=False, split_k=2)}, "split K"),
+    ({"cfg": KernelConfig("wgmma", 128, 160, 64, 4)}, "no producer warpgroup"),
+    ({"cfg": KernelConfig("mma16", 128, 128, 32, 3, wm=64, wn=64)}, "not wgmma"),
+    ({"c_first": True}, "M's modes merge in A (a, c, d): one 2-D view"),
+    ({"d_n_fast": True}, "D's stride-1 mode in N: the epilogue would test each row against the padding"),
+])
+def test_row_runs_only_where_m_does_not_merge_and_padding_is_small(change, why):
+    from gett.config import row_tiles
+    from gett.tma import m_run
+    change = dict(change)
+    cfg = change.pop("cfg", TURN_160)
+    if change.pop("c_first", False):   # #15's A[a,c,d]
+        plan = gett.plan_contraction(D((312, 296, 312), (1, 312, 312 * 296), "f16"), "acd",
+                                     D((312, 296), (1, 312), "f16"), "db",
+                                     D((312, 296, 296), (1, 312, 312 * 296), "f16"), "abc", device_arch="sm_90")
+    elif change.pop("d_n_fast", False):   # #18 with D[b,a,c]
+        plan = gett.plan_contraction(D((312, 312, 296), (1, 312, 312 * 312), "f16"), "adc", D((312, 296), (1, 312), "f16"),
+                                     "db", D((296, 312, 296), (1, 296, 296 * 312), "f16"), "bac", device_arch="sm_90")
+    else:
+        plan = tccg_18(**change)
+    plan = tile_plan(plan, cfg)
+    assert m_run(plan, cfg) == 0, why
+    assert row_tiles(plan, cfg) == -(-plan.m // cfg.bm)
+
+
+def test_a_row_run_kernel_compiles_without_spills_in_the_shared_memory_it_declares():
+    """#18's database configuration (128 x 160 s5, B resident, tiles in turn) with A's rows in runs: a TMA
+    producer now (40 registers, the math warpgroups 168), no spills under NVRTC, and the host's shared bytes."""
+    plan = tccg_18(config=TURN_160)
+    kernel = plan.kernel("sm_90")
+    assert kernel.config == TURN_160 and kernel.tma[0].row_outer_stride == 312 * 312 * 2
+    assert kernel.report.spill_stores == 0 and kernel.report.spill_loads == 0
+
+
 def test_a_wide_tile_needs_a_tma_producer_and_a_k_major_b():
     """128 x 296: more than 128 accumulators a thread, taken from a TMA producer's registers; B's tile is
     issued as 224 + 72 columns, parts an N-major B's 64-column atoms don't allow."""
