@@ -146,11 +146,10 @@ def m_run(plan, cfg: KernelConfig) -> int:
     box of one index of the second mode (kernels/gett.cuh, M_RUN). Only for a warp-specialised wgmma kernel
     without split K or swap whose MN-major A has M of two modes that do not merge in A (else it loads as
     one), A's stride-1 mode first, where the padding costs at most 5% more rows and a run is at least a
-    tile, K one mode in A, and the epilogue walks D plainly along M. H200 (runner A/B, three rounds; no
-    H100 measured): TCCG #17 ``abc-adc-bd`` (M = 312 x 296, A's rows 624 bytes apart along K) 45.4-45.7 ->
-    44.9-45.5 us, #18 43.3-43.4 -> 42.9-43.1, where cp.async loaded tiles crossing from one run into the
-    next; but #16's exchanged plan, whose epilogue walks N and tests each row against the padding,
-    46.3-46.9 -> 57.7-58.5."""
+    tile, K one mode in A, and the epilogue walks D plainly. H200 (runner A/B, three rounds; no H100
+    measured): TCCG #16 ``abc-ad-bdc`` (exchanged, D N-fast) 46.5-46.9 -> 45.2-45.5 us, #17 45.4-45.8 ->
+    45.1-45.6, #18 43.4-43.7 -> 42.8-42.9 (M = 312 x 296, A's rows 624 bytes apart along K), whose tiles
+    crossed from one run into the next, copied by cp.async."""
     from .codegen import epilogue_cross, epilogue_walk   # gett.codegen imports this module
     m, a = plan.tables["M"], plan.descriptors["A"]
     if (cfg.math != "wgmma" or not cfg.ws or cfg.swap or cfg.split_k != 1 or cfg.bm % 64 or k_run(plan, cfg)
@@ -162,7 +161,7 @@ def m_run(plan, cfg: KernelConfig) -> int:
     if padded < cfg.bm or padded > _MAX_ROW_RUN_PADDING * run:   # a tile holds one run's padding at most
         return 0
     m_fast, tx, _ = epilogue_walk(plan, cfg)
-    if not m_fast or tx != 1 or epilogue_cross(plan, cfg, m_fast, tx)[1] != 1:
+    if m_fast and (tx != 1 or epilogue_cross(plan, cfg, m_fast, tx)[1] != 1):
         return 0
     return run if a.dtype.name in TMA_DTYPES else 0
 

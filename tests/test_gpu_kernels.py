@@ -565,22 +565,24 @@ ROW_RUN_CASES = [
     # #18's pattern: 7 runs of 312 rows padded to 320 (the last tile past the last run), K = 296 (the last K
     # tile 40 deep), N = 200 in 160 + 40 columns, B resident, tiles in turn
     (("cka", (7, 296, 312)), ("nk", (200, 296)), ("cna", (7, 200, 312)), "turn"),
+    # #16's exchanged plan: D N-fast, the rows of a tile the slow side of the walk (rows of whole runs of a)
+    (("cka", (7, 296, 312)), ("nk", (200, 296)), ("can", (7, 312, 200)), "turn"),
     # one tile a CTA, and CTAs over several tiles without a resident operand; K = 64 (one tile), an N-major B
     (("cka", (9, 64, 312)), ("kn", (64, 296)), ("cna", (9, 296, 312)), "tile"),
-    (("cka", (9, 64, 312)), ("kn", (64, 296)), ("cna", (9, 296, 312)), "persistent"),
+    (("cka", (9, 64, 312)), ("kn", (64, 296)), ("can", (9, 312, 296)), "persistent"),
     # 192-row tiles (three boxes: 7 runs of 192 rows, the last tile a run's), a = 192 with no padding
     (("cka", (7, 104, 192)), ("nk", (136, 104)), ("cna", (7, 136, 192)), "192"),
 ]
 
 
-@pytest.mark.parametrize("a,b,d,config", ROW_RUN_CASES, ids=["turn", "tile", "persistent", "192"])
+@pytest.mark.parametrize("a,b,d,config", ROW_RUN_CASES, ids=["m-fast-turn", "n-fast-turn", "tile", "persistent", "192"])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_row_tiles_in_runs_of_the_first_mode(a, b, d, config, beta):
     """A's rows of two modes (a, c) that do not merge in A, loaded through the TMA as a 3-D view whose 64-row
     boxes each lie inside one run of a (gett.tma.m_run, kernels/gett.cuh M_RUN): each run padded with zeros
     to whole boxes (a tile can hold the end of one run and the start of the next), the padding's rows
-    neither stored nor their C read; tiles in turn, one tile a CTA, CTAs over several tiles, 192-row tiles,
-    beta != 0, a NaN-poisoned D, against numpy in float64."""
+    neither stored nor their C read; D M- and N-fast, tiles in turn, one tile a CTA, CTAs over several tiles,
+    192-row tiles, beta != 0, a NaN-poisoned D, against numpy in float64."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("warp-specialised wgmma kernels need an sm_90 GPU")
     from gett.config import row_tiles
