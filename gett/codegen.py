@@ -466,7 +466,7 @@ def render_kernel(plan, cfg: KernelConfig, stage_ops: bool = True, cap_registers
     store_arg = ", StoreD" if d_view else ", gett::NoTmaStore" if cfg.resident or cfg.pingpong else ""
     store_arg += f", '{cfg.resident.upper()}'" if cfg.resident else ", 0" if cfg.pingpong else ""
     store_arg += ", true" if cfg.pingpong else ""
-    # tiles that stop at the end of each run of M's first mode (gett.tma.m_run): where A loads so
+    # A's rows in runs of M's first mode (gett.tma.m_run), where A's view loads them so
     rows_run = plan.tables["M"].extents[0] if tma and views[0].row_outer_stride else 0
     src = f"""{_preamble(plan, cfg, header, k_run(plan, cfg) if tma else 0, rows_run)}
 using LoadA = {box_loader(box) if box else loader("A", la, "M", cfg.bm, "OpA")};

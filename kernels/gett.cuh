@@ -931,7 +931,6 @@ struct Gett {
     }
   }
 
-
   // The walk in vectors of EPI_V consecutive walk positions, which are consecutive elements of C and D
   // (one offset lookup, one access each), along the fast dimension or, in a box walk, along its second
   // side. The tile's extents (and a box's second side) are multiples of EPI_V, so a vector is wholly
