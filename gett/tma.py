@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .config import WGMMA_WIDE_N, KernelConfig
+from .config import WGMMA_WIDE_N, KernelConfig, round_up
 from .expr import keeps_zero
 
 TMA_DTYPES = {"f16": 6, "bf16": 9}   # CUtensorMapDataType of the 16-bit types wgmma reads
@@ -151,19 +151,20 @@ def m_run(plan, cfg: KernelConfig) -> int:
     45.1-45.6, #18 43.4-43.7 -> 42.8-42.9 (M = 312 x 296, A's rows 624 bytes apart along K), whose tiles
     crossed from one run into the next, copied by cp.async."""
     from .codegen import epilogue_cross, epilogue_walk   # gett.codegen imports this module
-    m, a = plan.tables["M"], plan.descriptors["A"]
-    if (cfg.math != "wgmma" or not cfg.ws or cfg.swap or cfg.split_k != 1 or cfg.bm % 64 or k_run(plan, cfg)
+    m = plan.tables["M"]
+    if (cfg.math != "wgmma" or not cfg.ws or cfg.swap or cfg.split_k != 1 or cfg.bm % 64
+            or plan.descriptors["A"].dtype.name not in TMA_DTYPES or k_run(plan, cfg)
             or len(m.extents) != 2 or merged_mode(m, "A") is not None or m.strides_of("A")[0] != 1
             or merged_mode(plan.tables["K"], "A") is None):
         return 0
     run = m.extents[0]
-    padded = -(-run // 64) * 64
+    padded = round_up(run, 64)
     if padded < cfg.bm or padded > _MAX_ROW_RUN_PADDING * run:   # a tile holds one run's padding at most
         return 0
     m_fast, tx, _ = epilogue_walk(plan, cfg)
     if m_fast and (tx != 1 or epilogue_cross(plan, cfg, m_fast, tx)[1] != 1):
         return 0
-    return run if a.dtype.name in TMA_DTYPES else 0
+    return run
 
 
 def tma_operand(plan, cfg: KernelConfig, tensor: str, layout, run: int = 0, rows_run: int = 0) -> TmaOperand | None:
