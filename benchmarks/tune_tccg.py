@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python benchmarks/tune_tccg.py --budget 6 --out plans/sm_90.json [--only 1-8,12] [--margin 0.03]
         [--dtype f16|bf16|f32] [--candidates wgmma:128x160x64:s4:k22:ws,...]
+    PYTHONPATH=. python benchmarks/tune_tccg.py --budget 3 --out plans/sm_90-h200.json --base plans/sm_90.json
 
 For each contraction (``--dtype`` data as the TCCG runner plans it: f16 with f32 accumulation by
 default, bf16 likewise, or exact f32; beta = 0) this times the
@@ -22,6 +23,12 @@ the others (another ``--dtype``) kept. The tuner times one call at a time on col
 back to back can rank tiles otherwise (H100, session 60: #10's shipped 72 x 256 persistent tile runs 50.5 us
 there against the heuristic's 54.5, while the tuner has them even and drops the entry), so compare a new
 database with the runner's figures before shipping it.
+A GPU model's database (``--out plans/<arch>-<model>.json``, read over the architecture's on that model:
+gett.plan_db) names the architecture's file as ``--base``: a contraction to which the two together would
+give another configuration than the one tuning settled on here gets an entry of its own, as a lent one does.
+Check each such entry with the runner: on an H200 (session 64) a run over all 48 wrote 11 entries (2 beating
+the heuristic, 9 setting aside the H100's), with which the runner timed #6 14% faster but #3, #10, #32 and
+#38 4-11% slower; the shipped file is #6's alone (`--only 6,7`).
 Without a GPU it says so and exits 0.
 """
 from __future__ import annotations
@@ -71,6 +78,8 @@ def main(argv=None) -> int:
                     help="data type as the TCCG runner's --dtype (f16, bf16: f32 accumulation; f32: exact); "
                          "bf16 plans without entries of their own take f16's (gett.plan_db)")
     ap.add_argument("--out", help="where to write the shipped plan database (e.g. plans/sm_90.json)")
+    ap.add_argument("--base", help="the database --out goes over on this GPU model (e.g. plans/sm_90.json "
+                                    "for --out plans/sm_90-h200.json)")
     ap.add_argument("--candidates", default="",
                     help="configurations the tuner times first, before its own (tile_sweep.py's syntax, "
                          "e.g. wgmma:128x160x64:s4:k22:ws): ones found by a sweep that its list leaves out")
@@ -85,7 +94,7 @@ def main(argv=None) -> int:
     from gett.kernel import current_arch
 
     arch = current_arch()
-    plan_db.shipped_path = lambda arch: None   # the heuristic alone, then what tuning adds to it
+    plan_db.shipped_path = lambda arch, model=None: None   # the heuristic alone, then what tuning adds to it
     with user_database_aside(arch) as user:
         return _tune(args, arch, user)
 
@@ -149,8 +158,9 @@ def _tune(args, arch, user) -> int:
         out = Path(args.out)
         shipped, tuned = json.loads(out.read_text()) if out.exists() else None, json.loads(user.read_text())
         data = merge_database(shipped, tuned, tried, keep)
+        base = json.loads(Path(args.base).read_text()) if args.base else None
         lent = set()
-        while more := lent_entries(data, settled, arch) - lent:   # an entry shipped for one can lend to another
+        while more := lent_entries(data, settled, arch, base) - lent:   # an entry shipped for one can lend to another
             lent |= more
             data = merge_database(shipped, tuned, tried, keep | lent)
         with open(out, "w") as f:
@@ -162,14 +172,16 @@ def _tune(args, arch, user) -> int:
     return 0
 
 
-def lent_entries(data: dict, settled: list, arch) -> set:
+def lent_entries(data: dict, settled: list, arch, base: dict | None = None) -> set:
     """Keys of the ``settled`` plans ((key, plan, the configuration tuning settled on) whose tuning did not beat
     the heuristic by the margin) to which the database ``data`` would lend another configuration: a
-    near-identical shape's entry (gett.plan_db.lookup's family rule). Shipping their own entry keeps them on
-    what was measured for them (TCCG #11 took #10's entry and ran 1-3% slower than on its heuristic's tile,
-    H100, sessions 55-60)."""
+    near-identical shape's entry (gett.plan_db.lookup's family rule), or with ``base`` (the database ``data``
+    goes over) any entry of the two together. Shipping their own entry keeps them on what was measured for
+    them (TCCG #11 took #10's entry and ran 1-3% slower than on its heuristic's tile, H100, sessions 55-60;
+    on an H200 #6's H100 entry runs 98 us against its heuristic's 85, session 64)."""
     from gett import plan_db
-    return {key for key, plan, config in settled if plan_db.lookup(plan, arch, data=data) not in (None, config)}
+    view = data if base is None else {**data, "entries": {**base["entries"], **data["entries"]}}
+    return {key for key, plan, config in settled if plan_db.lookup(plan, arch, data=view) not in (None, config)}
 
 
 def merge_database(shipped: dict | None, tuned: dict, tried: set, keep: set) -> dict:

@@ -61,6 +61,31 @@ def current_arch() -> str:
     return f"sm_{major}{minor}"
 
 
+def current_model(arch: str) -> str | None:
+    """The model (:func:`gett.plan_db.model_of`) of the current CUDA device where its architecture is ``arch``:
+    whose shipped plan database goes over the architecture's; None otherwise, or without a device."""
+    try:
+        import cupy
+        device = cupy.cuda.Device().id
+    except Exception:  # no CuPy, no driver, or no device
+        return None
+    return _device_model(device, arch_number(arch))
+
+
+@lru_cache(maxsize=None)
+def _device_model(device: int, arch: int) -> str | None:
+    from .plan_db import model_of
+    try:
+        import cupy
+        props = cupy.cuda.runtime.getDeviceProperties(device)
+        name = props["name"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        matches = props["major"] * 10 + props["minor"] == arch
+    except Exception:  # a CuPy without a driver behind it
+        return None
+    return model_of(name) if matches else None
+
+
 def compile_arch(arch: str, cfg: KernelConfig) -> str:
     """The target NVRTC compiles for: wgmma exists only on sm_90a, whose cubins run on every sm_90 GPU."""
     if cfg.math == "wgmma":
@@ -162,11 +187,11 @@ def build_kernel(plan, arch: str, config: KernelConfig = None) -> CompiledKernel
 def kernel_source(plan, arch: str, config: KernelConfig = None, stage_ops: bool = True,
                   cap_registers: bool = True) -> KernelSource:
     """Render ``plan``'s kernel for ``arch`` with the first of: ``config``, the plan's override, the plan
-    database's entry (:func:`gett.plan_db.lookup`), the heuristic; lowering the pipeline depth until the
-    shared memory fits the architecture (``stage_ops``, ``cap_registers``: see
-    :func:`gett.codegen.render_kernel`)."""
+    database's entry (:func:`gett.plan_db.lookup`; the current device's model's where it is an ``arch``
+    GPU), the heuristic; lowering the pipeline depth until the shared memory fits the architecture
+    (``stage_ops``, ``cap_registers``: see :func:`gett.codegen.render_kernel`)."""
     from .plan_db import lookup
-    tuned = None if config or plan.config_override else lookup(plan, arch)
+    tuned = None if config or plan.config_override else lookup(plan, arch, model=current_model(arch))
     cfg = config or plan.config_override or tuned or default_config(plan, arch)
     limit = _MAX_SHARED.get(arch_number(arch), 99 * 1024)
     tiled = tile_plan(plan, cfg)

@@ -1,12 +1,19 @@
-"""Tuned kernel configurations: a shipped database per GPU architecture, and the user's on top of it.
+"""Tuned kernel configurations: shipped databases per GPU architecture and per GPU model, and the user's on top.
 
-Two layers, both ``<arch>.json`` (``arch`` as :func:`gett.nvrtc.normalize_arch` spells it, less a compile
-target's ``a``/``f`` suffix: ``sm_90`` for "sm_90a" too, since the database describes the GPU):
+Three layers, each a json file named after the architecture (``arch`` as :func:`gett.nvrtc.normalize_arch`
+spells it, less a compile target's ``a``/``f`` suffix: ``sm_90`` for "sm_90a" too, since the database
+describes the GPU):
 
-- shipped, read-only: ``gett/plans/`` in a wheel, ``plans/`` in the repository (:func:`shipped_dir`);
-- user, written by :func:`record` (the tuner): ``<gett.kernel_cache.cache_dir()>/plans/``.
+- shipped, read-only, in ``gett/plans/`` in a wheel, ``plans/`` in the repository (:func:`shipped_dir`):
+  ``<arch>.json`` for every GPU of the architecture (``sm_90.json``: tuned on an H100), and
+  ``<arch>-<model>.json`` (:func:`model_of`) for the one model it was measured on, over the first: where the
+  same architecture's GPUs move memory at other rates, another tile can win (H200 against H100:
+  TCCG #6 and #7, session 64);
+- user, written by :func:`record` (the tuner): ``<arch>.json`` in ``<gett.kernel_cache.cache_dir()>/plans/``,
+  one for every model of the architecture.
 
-A user entry overrides a shipped one with the same key. File format::
+An entry of a later layer overrides one with the same key in an earlier. :func:`lookup` reads the model's
+layer only when given the model (:func:`gett.kernel.current_model` gives the current device's). File format::
 
     {"version": 1, "entries": {<key>: {"config": {<KernelConfig fields>}, "ms": 0.0123, "date": "2026-11-23",
                                        "gett": "0.1.0", "family": <family key>, "gemm": [M, N, K, L]}}}
@@ -49,7 +56,7 @@ from pathlib import Path
 from .config import KernelConfig, for_load_ops, loads_have_ops, wide_warps_over_one_k_tile
 from .modes import GROUPS
 
-__all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "plan_key", "record",
+__all__ = ["FORMAT", "Entry", "clear_memory_cache", "family_key", "lookup", "model_of", "plan_key", "record",
            "shipped_dir", "shipped_path", "user_path"]
 
 FORMAT = 1
@@ -57,7 +64,7 @@ _TENSORS = "ABCD"
 _INT_FIELDS = tuple(f.name for f in fields(KernelConfig) if f.type in ("int", int))
 
 _files: dict = {}       # path -> (stat signature, {key: Entry})
-_merged: dict = {}      # arch -> ((paths, shipped signature, user signature), entries, entries by family)
+_merged: dict = {}      # (arch, model) -> ((paths, the layers' signatures), entries, entries by family)
 _memo_lock = threading.Lock()
 
 
@@ -165,9 +172,18 @@ def shipped_dir() -> Path | None:
     return None
 
 
-def shipped_path(arch) -> Path | None:
+def model_of(device_name: str) -> str | None:
+    """The GPU model a CUDA device's name gives, as a model's database file spells it: the name's first word
+    with a digit in it, lower case, up to any '-' ("NVIDIA H200" -> "h200", "NVIDIA H100 80GB HBM3" -> "h100",
+    "Tesla V100-SXM2-16GB" -> "v100"); None where no word has a digit."""
+    word = next((w for w in device_name.split() if any(ch.isdigit() for ch in w)), None)
+    return None if word is None else word.split("-")[0].lower()
+
+
+def shipped_path(arch, model: str | None = None) -> Path | None:
+    """The shipped database of ``arch``, or with ``model`` that of the one GPU model (module docstring)."""
     folder = shipped_dir()
-    return None if folder is None else folder / f"{_arch(arch)}.json"
+    return None if folder is None else folder / f"{_arch(arch)}{'-' + model if model else ''}.json"
 
 
 def user_path(arch) -> Path:
@@ -230,18 +246,19 @@ def _load(path: Path | None) -> tuple:
     return memo
 
 
-def _database(arch: str) -> tuple:
-    """(entries, entries by family) of shipped and user layers together, the user's winning."""
-    paths = (shipped_path(arch), user_path(arch))
-    (s_sig, shipped), (u_sig, user) = _load(paths[0]), _load(paths[1])
-    version = (paths, s_sig, u_sig)   # the paths too: GETT_CACHE_DIR may change between calls
+def _database(arch: str, model: str | None) -> tuple:
+    """(entries, entries by family) of the layers together: shipped, the model's (with ``model``), user; a
+    later layer's entry winning."""
+    paths = (shipped_path(arch), shipped_path(arch, model) if model else None, user_path(arch))
+    layers = [_load(path) for path in paths]
+    version = (paths, *(sig for sig, _ in layers))   # the paths too: GETT_CACHE_DIR may change between calls
     with _memo_lock:
-        memo = _merged.get(arch)
+        memo = _merged.get((arch, model))
     if memo is not None and memo[0] == version:
         return memo[1], memo[2]
-    entries, families = _indexed({**shipped, **user})
+    entries, families = _indexed({key: e for _, layer in layers for key, e in layer.items()})
     with _memo_lock:
-        _merged[arch] = (version, entries, families)
+        _merged[(arch, model)] = (version, entries, families)
     return entries, families
 
 
@@ -269,8 +286,9 @@ def _distance(a: tuple, b: tuple) -> float:
     return sum(abs(math.log(x / y)) for x, y in zip(a, b))
 
 
-def lookup(plan, arch, exact: bool = False, data: dict | None = None) -> KernelConfig | None:
-    """The tuned configuration of ``plan`` on ``arch``: its own entry, else (unless ``exact``) the nearest
+def lookup(plan, arch, exact: bool = False, data: dict | None = None, model: str | None = None) -> KernelConfig | None:
+    """The tuned configuration of ``plan`` on ``arch`` (on a GPU of ``model``, :func:`model_of`, where given:
+    its database over the architecture's, module docstring): its own entry, else (unless ``exact``) the nearest
     entry of its family within a factor of 2 in M, N, K and batch (module docstring), else for a plan with
     elementwise ops the same two look-ups for the plan without them (an op changes the work per element
     loaded, not which tile suits the shape; but where A or B has an op, the borrowed tile is adapted to
@@ -279,7 +297,7 @@ def lookup(plan, arch, exact: bool = False, data: dict | None = None) -> KernelC
     without reading C (_unfit_for_reading_c). ``data``: a database's json object (a file's format) to look
     in instead of the files (benchmarks/tune_tccg.py asks what a database it is about to ship would lend)."""
     arch = _arch(arch)
-    entries, families = _database(arch) if data is None else _indexed(_entries(data, "given to lookup", 2))
+    entries, families = _database(arch, model) if data is None else _indexed(_entries(data, "given to lookup", 2))
 
     def usable(e: Entry | None) -> Entry | None:
         return None if e is None or _unfit_for_reading_c(plan, e) else e

@@ -394,5 +394,6 @@ def autotune(plan, budget) -> None:
     except DeviceError as e:
         warnings.warn(f"gett: autotune skipped: {e}", stacklevel=3)
         return
-    if plan_db.lookup(plan, arch, exact=True) is None:
+    from .kernel import current_model
+    if plan_db.lookup(plan, arch, exact=True, model=current_model(arch)) is None:
         tune(plan, DEFAULT_BUDGET if budget is True else float(budget))

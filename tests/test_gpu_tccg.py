@@ -5,7 +5,8 @@ import pytest
 
 import gett
 from gett import plan_db
-from gett.kernel import current_arch
+from gett.config import KernelConfig
+from gett.kernel import current_arch, current_model
 from tccg_suite.suite import load_suite
 
 pytestmark = pytest.mark.gpu
@@ -137,10 +138,41 @@ def test_bf16_plans_take_their_f16_twins_entries(cid, beta):
     twin = gett.plan_contraction(f16(A), c.modes("A"), f16(B), c.modes("B"), f16(C), c.modes("C"), beta=beta)
     kernel, twin_kernel = ((p.staged_plan or p).kernel() for p in (plan, twin))
     assert kernel.config == twin_kernel.config
-    assert plan_db.lookup(twin.staged_plan or twin, "sm_90", exact=True) == twin_kernel.config
+    assert plan_db.lookup(twin.staged_plan or twin, "sm_90", exact=True, model=current_model("sm_90")) == \
+        twin_kernel.config
     gett.contract(plan, 1.0, A, B, beta, C, D)
     expect = torch.einsum(c.einsum, A.double(), B.double()) + beta * C.double()
     assert rel_error(D, expect) < 1e-2
+
+
+def test_the_gpus_own_models_database_is_read(tmp_path, monkeypatch):
+    """The current device's model is the one its name gives (gett.plan_db.model_of), and where the shipped
+    plans have a database for it over the architecture's (plans/sm_90-h200.json on an H200), each f16 TCCG
+    plan with an entry there compiles with that entry's configuration (no user database in the way)."""
+    import json
+    arch = current_arch()
+    name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
+    name = name.decode() if isinstance(name, bytes) else name
+    model = current_model(arch)
+    assert model == plan_db.model_of(name)
+    path = plan_db.shipped_path(arch, model) if model else None
+    if path is None or not path.exists():
+        pytest.skip(f"no shipped plan database for the {name}")
+    monkeypatch.setenv("GETT_CACHE_DIR", str(tmp_path))
+    plan_db.clear_memory_cache()
+    entries = json.loads(path.read_text())["entries"]
+    d = gett.TensorDescriptor
+    checked = 0
+    for c in load_suite():
+        operands = [x for t in "ABC" for x in (d(c.shape(t), c.strides(t), "f16"), c.modes(t))]
+        plan = gett.plan_contraction(*operands, beta=0, device_arch=arch)
+        inner = plan.staged_plan or plan
+        entry = entries.get(plan_db.plan_key(inner, arch))
+        if entry is not None:
+            assert inner.kernel().config == KernelConfig(**entry["config"]), f"#{c.id}"
+            checked += 1
+    plan_db.clear_memory_cache()
+    assert checked > 0
 
 
 def _plan(A, mA, B, mB, C, mC, **kw):

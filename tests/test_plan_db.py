@@ -1,5 +1,5 @@
 """CPU tests of the plan database (gett.plan_db) and the CPU side of the tuner: round trip, user over shipped,
-corrupt files ignored with a warning, concurrent writers, atomic writes, the near-identical-shape rule,
+a GPU model's shipped database over its architecture's, corrupt files ignored with a warning, concurrent writers, atomic writes, the near-identical-shape rule,
 bf16 plans borrowing their f16 twin's entry, key stability across processes, build_kernel's use of a hit, and
 behaviour without a GPU."""
 import json
@@ -103,6 +103,35 @@ def test_user_entry_overrides_shipped():
     assert plan_db.lookup(plan, ARCH) == shipped_cfg
     plan_db.record(plan, ARCH, ODD, 1.0)
     assert plan_db.lookup(plan, ARCH) == ODD
+
+
+@pytest.mark.parametrize("name, model", [
+    ("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100"),
+    ("NVIDIA GH200 480GB", "gh200"), ("Tesla V100-SXM2-16GB", "v100"), ("NVIDIA A100-SXM4-80GB", "a100"),
+    ("NVIDIA GeForce RTX 4090", "4090"), ("NVIDIA Graphics Device", None)])
+def test_model_of_a_device_name(name, model):
+    assert plan_db.model_of(name) == model
+
+
+def test_a_models_database_goes_over_its_architectures():
+    """On a GPU of a model with a database of its own (sm_90-h200.json), its entries win over the
+    architecture's (sm_90.json) and the architecture's fill in the rest; another model, or none (compiled
+    ahead without a device), reads the architecture's alone; the user's file wins over both."""
+    mine, other = plan_of(256, 192, 128), plan_of(512, 512, 128)
+    arch_cfg = KernelConfig("mma16", 128, 64, 32, 3, wm=64, wn=32)
+    plan_db.record(mine, ARCH, arch_cfg, 2.0)
+    plan_db.record(other, ARCH, arch_cfg, 2.0)
+    user_file().replace(plan_db.shipped_path(ARCH))
+    plan_db.record(mine, ARCH, ODD, 1.0)
+    user_file().replace(plan_db.shipped_path(ARCH, "h200"))
+    assert plan_db.shipped_path(ARCH, "h200").name == "sm_90-h200.json"
+    assert plan_db.lookup(mine, ARCH, model="h200") == ODD
+    assert plan_db.lookup(other, ARCH, model="h200") == arch_cfg
+    assert plan_db.lookup(mine, ARCH, model="h100") == arch_cfg and plan_db.lookup(mine, ARCH) == arch_cfg
+    assert plan_db.lookup(mine, "sm_90a", exact=True, model="h200") == ODD
+    user_cfg = KernelConfig("mma16", 64, 128, 32, 3, wm=32, wn=64)
+    plan_db.record(mine, ARCH, user_cfg, 0.5)
+    assert plan_db.lookup(mine, ARCH, model="h200") == user_cfg
 
 
 def test_lookup_in_a_given_database_leaves_the_files_alone():
@@ -373,6 +402,26 @@ def test_build_kernel_uses_a_database_hit():
     override = gett.plan_contraction(d((256, 128), None, "f16"), "mk", d((128, 192), None, "f16"), "kn",
                                      d((256, 192), None, "f16"), "mn", config=explicit)
     assert build_kernel(override, ARCH).config == explicit
+
+
+def test_build_kernel_looks_in_the_current_devices_models_database(monkeypatch):
+    """kernel_source asks the database for the current device's model (gett.kernel.current_model): here an
+    H200's entry, where the architecture's file has another."""
+    plan = plan_of(256, 192, 128)
+    arch_cfg = KernelConfig("mma16", 128, 64, 32, 3, wm=64, wn=32)
+    plan_db.record(plan, ARCH, arch_cfg, 2.0)
+    user_file().replace(plan_db.shipped_path(ARCH))
+    plan_db.record(plan, ARCH, ODD, 1.0)
+    user_file().replace(plan_db.shipped_path(ARCH, "h200"))
+    monkeypatch.setattr(gett.kernel, "current_model", lambda arch: "h200")
+    assert build_kernel(plan, ARCH).config == ODD
+    monkeypatch.setattr(gett.kernel, "current_model", lambda arch: None)
+    assert build_kernel(plan, ARCH).config == arch_cfg
+
+
+@pytest.mark.skipif(has_gpu(), reason="the device's own model is asked for on a GPU")
+def test_without_a_device_there_is_no_current_model():
+    assert gett.kernel.current_model(ARCH) is None
 
 
 def test_candidates_are_valid_and_compile_in_parallel():

@@ -729,7 +729,7 @@ def test_a_tuned_entry_this_plan_cannot_take_falls_back_to_the_heuristic(monkeyp
     import gett.plan_db
     from gett.kernel import kernel_source
     plan = gemm(312, 296, 20000, b_modes="kn", device_arch="sm_90")
-    monkeypatch.setattr(gett.plan_db, "lookup", lambda p, arch, exact=False: WIDE_296)
+    monkeypatch.setattr(gett.plan_db, "lookup", lambda p, arch, exact=False, model=None: WIDE_296)
     with pytest.warns(UserWarning, match="does not apply"):
         ks = kernel_source(plan, "sm_90")
     assert ks.config == default_config(plan, "sm_90")
