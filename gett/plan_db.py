@@ -13,7 +13,9 @@ describes the GPU):
   one for every model of the architecture.
 
 An entry of a later layer overrides one with the same key in an earlier. :func:`lookup` reads the model's
-layer only when given the model (:func:`gett.kernel.current_model` gives the current device's). File format::
+layer only when given the model (:func:`gett.kernel.current_model` gives the current device's; a plan keeps
+the kernel it compiled first, per architecture, so in a process with GPUs of two models of one architecture a
+plan runs on both with the configuration of the one it was first compiled on). File format::
 
     {"version": 1, "entries": {<key>: {"config": {<KernelConfig fields>}, "ms": 0.0123, "date": "2026-11-23",
                                        "gett": "0.1.0", "family": <family key>, "gemm": [M, N, K, L]}}}

@@ -1,5 +1,7 @@
 """All 48 TCCG contractions on the GPU in f16 data with f32 output, f32 and f64, against torch.einsum in
 float64 (an independent implementation) with NaN-poisoned outputs; plus the edge cases of DESIGN.md."""
+import json
+
 import numpy as np
 import pytest
 
@@ -149,7 +151,6 @@ def test_the_gpus_own_models_database_is_read(tmp_path, monkeypatch):
     """The current device's model is the one its name gives (gett.plan_db.model_of), and where the shipped
     plans have a database for it over the architecture's (plans/sm_90-h200.json on an H200), each f16 TCCG
     plan with an entry there compiles with that entry's configuration (no user database in the way)."""
-    import json
     arch = current_arch()
     name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
     name = name.decode() if isinstance(name, bytes) else name

@@ -1,6 +1,6 @@
 """CPU tests of the plan database (gett.plan_db) and the CPU side of the tuner: round trip, user over shipped,
-a GPU model's shipped database over its architecture's, corrupt files ignored with a warning, concurrent writers, atomic writes, the near-identical-shape rule,
-bf16 plans borrowing their f16 twin's entry, key stability across processes, build_kernel's use of a hit, and
+a GPU model's shipped database over its architecture's, corrupt files ignored with a warning, concurrent
+writers, atomic writes, the near-identical-shape rule, bf16 plans borrowing their f16 twin's entry, key stability across processes, build_kernel's use of a hit, and
 behaviour without a GPU."""
 import json
 import math
